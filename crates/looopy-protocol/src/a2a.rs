@@ -1,0 +1,1 @@
+//! A2A mapping (in progress).

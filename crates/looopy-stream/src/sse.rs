@@ -1,0 +1,1 @@
+//! SSE decoder (in progress).

@@ -1,0 +1,1 @@
+//! Thought splitter (in progress).

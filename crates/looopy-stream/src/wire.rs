@@ -1,0 +1,1 @@
+//! Text wire protocol (in progress).
