@@ -1,0 +1,184 @@
+//! Building an [`Agent`] from flags, environment and the optional config file.
+//!
+//! Precedence: flag > environment > config file > default. With nothing configured the
+//! agent runs offline on the built-in scripted model, and says so on stderr.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use looopy_agent::tool::ToolRegistry;
+use looopy_agent::{Agent, AgentConfig, ToolProtocol};
+use looopy_llm::Provider;
+use looopy_store::Store;
+use serde::Deserialize;
+
+use crate::cli::{AgentArgs, ProviderKind, ToolProtocolArg};
+
+/// The config file (`~/.config/looopy/config.toml` or `--config`). Every key is optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    pub provider: Option<String>,
+    pub base_url: Option<String>,
+    pub model: Option<String>,
+    pub api_key: Option<String>,
+    pub tool_protocol: Option<String>,
+    pub db: Option<PathBuf>,
+    pub max_iterations: Option<u32>,
+    pub script: Option<PathBuf>,
+    pub system: Option<String>,
+}
+
+fn home() -> Option<PathBuf> {
+    std::env::var_os("HOME").map(PathBuf::from)
+}
+
+fn load_file_config(explicit: Option<&Path>) -> Result<FileConfig> {
+    let path = match explicit {
+        Some(p) => p.to_path_buf(),
+        None => match home().map(|h| h.join(".config/looopy/config.toml")) {
+            Some(p) if p.exists() => p,
+            _ => return Ok(FileConfig::default()),
+        },
+    };
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("reading config file {}", path.display()))?;
+    toml::from_str(&text).with_context(|| format!("config file {}", path.display()))
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// The resolved settings.
+pub struct Resolved {
+    pub provider: Arc<dyn Provider>,
+    pub provider_kind: ProviderKind,
+    pub db: PathBuf,
+    pub config: AgentConfig,
+}
+
+pub fn resolve(args: &AgentArgs) -> Result<Resolved> {
+    let file = load_file_config(args.config.as_deref())?;
+    let kind = match (args.provider, file.provider.as_deref()) {
+        (Some(k), _) => k,
+        (None, Some(name)) => match name {
+            "openai" => ProviderKind::Openai,
+            "anthropic" => ProviderKind::Anthropic,
+            "scripted" => ProviderKind::Scripted,
+            other => anyhow::bail!("config file: unknown provider {other:?} (openai, anthropic, scripted)"),
+        },
+        (None, None) if env("OPENAI_API_KEY").is_some() || env("OPENAI_BASE_URL").is_some() => {
+            ProviderKind::Openai
+        }
+        (None, None) if env("ANTHROPIC_API_KEY").is_some() => ProviderKind::Anthropic,
+        (None, None) => ProviderKind::Scripted,
+    };
+    let base_url = args.base_url.clone().or(file.base_url.clone());
+    let model = args.model.clone().or(file.model.clone());
+    let api_key = args.api_key.clone().or(file.api_key.clone());
+    let provider = build_provider(kind, base_url, model.clone(), api_key, args, &file)?;
+
+    let tool_protocol = match (args.tool_protocol, file.tool_protocol.as_deref()) {
+        (Some(ToolProtocolArg::Wire), _) | (None, Some("wire")) => ToolProtocol::Wire,
+        (Some(ToolProtocolArg::Native), _) | (None, Some("native")) | (None, None) => {
+            ToolProtocol::Native
+        }
+        (None, Some(other)) => anyhow::bail!("config file: unknown tool_protocol {other:?} (native, wire)"),
+    };
+    let mut config = AgentConfig {
+        model,
+        tool_protocol,
+        ..AgentConfig::default()
+    };
+    if let Some(n) = args.max_iterations.or(file.max_iterations) {
+        config.max_iterations = n;
+    }
+    if let Some(s) = args.system.clone().or(file.system.clone()) {
+        config.system_prompt = Some(s);
+    }
+    let db = match args.db.clone().or(file.db.clone()) {
+        Some(p) => p,
+        None => home()
+            .map(|h| h.join(".looopy").join("looopy.db"))
+            .unwrap_or_else(|| PathBuf::from("looopy.db")),
+    };
+    Ok(Resolved {
+        provider,
+        provider_kind: kind,
+        db,
+        config,
+    })
+}
+
+fn build_provider(
+    kind: ProviderKind,
+    base_url: Option<String>,
+    model: Option<String>,
+    api_key: Option<String>,
+    args: &AgentArgs,
+    file: &FileConfig,
+) -> Result<Arc<dyn Provider>> {
+    use looopy_llm::anthropic::{AnthropicConfig, AnthropicProvider};
+    use looopy_llm::openai::{OpenAiConfig, OpenAiProvider};
+    use looopy_llm::scripted::ScriptedProvider;
+    Ok(match kind {
+        ProviderKind::Openai => {
+            let mut c = OpenAiConfig::from_env();
+            if let Some(u) = base_url {
+                c = c.base_url(u);
+            }
+            if let Some(m) = model {
+                c = c.model(m);
+            }
+            if let Some(k) = api_key {
+                c = c.api_key(k);
+            }
+            Arc::new(OpenAiProvider::new(c).context("configuring the OpenAI-compatible provider")?)
+        }
+        ProviderKind::Anthropic => {
+            let mut c = AnthropicConfig::from_env();
+            if let Some(u) = base_url {
+                c = c.base_url(u);
+            }
+            if let Some(m) = model {
+                c = c.model(m);
+            }
+            if let Some(k) = api_key {
+                c = c.api_key(k);
+            }
+            Arc::new(AnthropicProvider::new(c).context("configuring the Anthropic provider")?)
+        }
+        ProviderKind::Scripted => match args.script.clone().or(file.script.clone()) {
+            Some(path) => Arc::new(
+                ScriptedProvider::from_path(&path)
+                    .with_context(|| format!("loading script {}", path.display()))?,
+            ),
+            None => Arc::new(ScriptedProvider::builtin()),
+        },
+    })
+}
+
+/// Opens the store and builds the agent with the built-in tools.
+pub async fn build(args: &AgentArgs) -> Result<(Agent, ProviderKind)> {
+    let resolved = resolve(args)?;
+    if resolved.provider_kind == ProviderKind::Scripted && args.script.is_none() {
+        eprintln!(
+            "\x1b[2m[looopy] no LLM configured: using the built-in scripted model (offline). \
+             Set OPENAI_API_KEY (or OPENAI_BASE_URL), or ANTHROPIC_API_KEY, or pass --provider.\x1b[0m"
+        );
+    }
+    let db = resolved.db.clone();
+    let store = tokio::task::spawn_blocking(move || Store::open(&db))
+        .await
+        .context("opening the store")?
+        .with_context(|| format!("opening database {}", resolved.db.display()))?;
+    let agent = Agent::new(
+        resolved.provider,
+        store,
+        ToolRegistry::builtin(),
+        resolved.config,
+    );
+    Ok((agent, resolved.provider_kind))
+}

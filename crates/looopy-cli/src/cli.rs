@@ -1,0 +1,190 @@
+//! Command-line definitions. Flags mirror environment variables and the config file, in
+//! that order of precedence: flag > environment > config file > built-in default.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(name = "looopy", version, about = "Looopy — a streaming agent runtime")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the streaming parsers over JSON Lines chunks read from stdin.
+    Parse(ParseArgs),
+    /// Run one turn of the agent and print its events.
+    Run(RunArgs),
+    /// Interactive chat with the agent.
+    Chat(ChatArgs),
+    /// Answer a task that is waiting for input and continue it.
+    Resume(ResumeArgs),
+    /// Serve the agent over HTTP: SSE event streams, A2A, and a web page.
+    Serve(ServeArgs),
+    /// Follow a running server's event stream for a context.
+    Tail(TailArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ParseProtocol {
+    /// Inline thought tags (`<thinking>…</thinking>`) → content-delta / thought-stream.
+    Thinking,
+    /// The text wire protocol (`<think>`, `<execute>`, `<respond>`, `<end>`).
+    Wire,
+}
+
+#[derive(Debug, Args)]
+pub struct ParseArgs {
+    /// Which parser to run.
+    #[arg(long, value_enum)]
+    pub protocol: ParseProtocol,
+    /// Comma-separated thought tag names (thinking protocol only).
+    #[arg(long, value_delimiter = ',')]
+    pub tags: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProviderKind {
+    Openai,
+    Anthropic,
+    Scripted,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ToolProtocolArg {
+    /// The provider's native function calling.
+    Native,
+    /// The text wire protocol, for models without function calling.
+    Wire,
+}
+
+/// How to reach the model and where to keep state; shared by every agent command.
+#[derive(Debug, Clone, Args, Default)]
+pub struct AgentArgs {
+    /// Model provider (default: openai if OPENAI_API_KEY/OPENAI_BASE_URL is set, anthropic if
+    /// ANTHROPIC_API_KEY is set, otherwise the built-in scripted model).
+    #[arg(long, value_enum, env = "LOOOPY_PROVIDER")]
+    pub provider: Option<ProviderKind>,
+    /// Provider base URL (OpenAI-compatible servers: LiteLLM, vLLM, Ollama, llama.cpp …).
+    #[arg(long)]
+    pub base_url: Option<String>,
+    /// Model name.
+    #[arg(long, env = "LOOOPY_MODEL")]
+    pub model: Option<String>,
+    /// API key (else OPENAI_API_KEY / ANTHROPIC_API_KEY).
+    #[arg(long, hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// How the model calls tools.
+    #[arg(long, value_enum)]
+    pub tool_protocol: Option<ToolProtocolArg>,
+    /// SQLite database file (default: $LOOOPY_DB, else ~/.looopy/looopy.db).
+    #[arg(long, env = "LOOOPY_DB")]
+    pub db: Option<PathBuf>,
+    /// Maximum model calls per turn.
+    #[arg(long)]
+    pub max_iterations: Option<u32>,
+    /// Script file for the scripted provider (JSON or YAML).
+    #[arg(long)]
+    pub script: Option<PathBuf>,
+    /// System prompt.
+    #[arg(long)]
+    pub system: Option<String>,
+    /// Config file (TOML; default ~/.config/looopy/config.toml when it exists).
+    #[arg(long, env = "LOOOPY_CONFIG")]
+    pub config: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Print every event as one JSON object per line.
+    #[arg(long)]
+    pub json: bool,
+    /// Conversation to continue (default: a new one).
+    #[arg(long)]
+    pub context: Option<String>,
+    /// The user message.
+    #[arg(required = true, num_args = 1..)]
+    pub prompt: Vec<String>,
+    #[command(flatten)]
+    pub agent: AgentArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ChatArgs {
+    /// Conversation to continue (default: a new one).
+    #[arg(long)]
+    pub context: Option<String>,
+    #[command(flatten)]
+    pub agent: AgentArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    /// The task waiting for input.
+    pub task: String,
+    /// The value to provide (parsed as JSON when it is valid JSON, else taken as text).
+    pub value: String,
+    /// Which input request to answer (default: the task's pending one).
+    #[arg(long)]
+    pub input_id: Option<String>,
+    /// Print every event as one JSON object per line.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub agent: AgentArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub addr: SocketAddr,
+    /// Bearer token accepted by the server; repeat for several principals.
+    #[arg(long = "token", env = "LOOOPY_TOKENS", value_delimiter = ',', hide_env_values = true)]
+    pub tokens: Vec<String>,
+    /// Send `internal:*` events to clients too.
+    #[arg(long)]
+    pub allow_internal: bool,
+    /// Seconds between keep-alive comments on idle streams.
+    #[arg(long, default_value_t = 15)]
+    pub keepalive_secs: u64,
+    /// Allowed CORS origins (`*` for any); CORS is off when none is given.
+    #[arg(long = "cors-origin")]
+    pub cors_origins: Vec<String>,
+    /// Maximum request body in bytes.
+    #[arg(long, default_value_t = 1024 * 1024)]
+    pub body_limit: usize,
+    /// Maximum concurrent event streams per principal.
+    #[arg(long, default_value_t = 64)]
+    pub max_streams: usize,
+    #[command(flatten)]
+    pub agent: AgentArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct TailArgs {
+    /// Server base URL, e.g. http://127.0.0.1:8080
+    pub url: String,
+    /// Context to follow.
+    #[arg(long)]
+    pub context: String,
+    /// Bearer token.
+    #[arg(long, env = "LOOOPY_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Print events as JSON lines.
+    #[arg(long)]
+    pub json: bool,
+    /// Start after this event id (default: from the beginning).
+    #[arg(long)]
+    pub last_event_id: Option<u64>,
+    /// Only this task's events.
+    #[arg(long)]
+    pub task: Option<String>,
+    /// Exit once the followed task (or, without --task, any task) ends.
+    #[arg(long)]
+    pub until_done: bool,
+}

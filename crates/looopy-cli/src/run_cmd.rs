@@ -1,0 +1,190 @@
+//! `looopy run` and `looopy resume`: one turn, rendered as it streams.
+//!
+//! Exit status: 0 completed, 1 failed, 3 waiting for input (resume with `looopy resume`),
+//! 130 canceled (Ctrl+C).
+
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use futures::StreamExt;
+use looopy_agent::{Agent, TurnHandle};
+use looopy_protocol::{EventPayload, TaskState, ids};
+
+use crate::agent_setup;
+use crate::cli::{ResumeArgs, RunArgs};
+use crate::follow::{TurnEnd, belongs_to, turn_end};
+use crate::render::{Renderer, Style};
+
+/// Lines typed by the user, read on a thread of their own so that waiting for a line never
+/// blocks the runtime and Ctrl+C can be handled while waiting.
+pub struct Lines(tokio::sync::mpsc::Receiver<String>);
+
+impl Lines {
+    pub fn stdin() -> Self {
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            loop {
+                line.clear();
+                match std::io::stdin().read_line(&mut line) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        let text = line.trim_end_matches(['\r', '\n']).to_string();
+                        if tx.blocking_send(text).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+        Self(rx)
+    }
+
+    /// The next line, or `None` at end of input.
+    pub async fn next(&mut self) -> Option<String> {
+        self.0.recv().await
+    }
+}
+
+pub async fn run(args: RunArgs) -> Result<ExitCode> {
+    let (agent, _) = agent_setup::build(&args.agent).await?;
+    let context = args.context.clone().unwrap_or_else(ids::new_context_id);
+    anyhow::ensure!(ids::is_valid_id(&context), "invalid context id {context:?}");
+    let prompt = args.prompt.join(" ");
+    let handle = agent.start_turn(&context, &prompt, None).await?;
+    if !args.json {
+        eprintln!("\x1b[2mcontext {context} · task {}\x1b[0m", handle.task_id);
+    }
+    let mut lines = (!args.json && std::io::stdin().is_terminal()).then(Lines::stdin);
+    drive(&agent, handle, style(args.json), lines.as_mut()).await
+}
+
+pub async fn resume(args: ResumeArgs) -> Result<ExitCode> {
+    let (agent, _) = agent_setup::build(&args.agent).await?;
+    let task = agent
+        .store()
+        .get_task(&args.task)
+        .await?
+        .with_context(|| format!("no task {}", args.task))?;
+    let input_id = match args.input_id.clone() {
+        Some(id) => id,
+        None => last_input_request(&agent, &task.context_id, &task.task_id, 0)
+            .await?
+            .map(|(id, _)| id)
+            .with_context(|| format!("task {} has no pending input request", task.task_id))?,
+    };
+    let value = serde_json::from_str(&args.value)
+        .unwrap_or_else(|_| serde_json::Value::String(args.value.clone()));
+    let handle = agent.provide_input(&task.task_id, &input_id, value).await?;
+    let mut lines = (!args.json && std::io::stdin().is_terminal()).then(Lines::stdin);
+    drive(&agent, handle, style(args.json), lines.as_mut()).await
+}
+
+fn style(json: bool) -> Style {
+    if json {
+        Style::Json
+    } else {
+        Style::Human {
+            color: std::io::stdout().is_terminal(),
+        }
+    }
+}
+
+/// The task's most recent `input-required` request (id, prompt), read from the event log
+/// after `after_seq`.
+async fn last_input_request(
+    agent: &Agent,
+    context_id: &str,
+    task_id: &str,
+    mut after_seq: u64,
+) -> Result<Option<(String, String)>> {
+    let log = agent.store().event_log();
+    let mut found = None;
+    loop {
+        let page = log.read_after(context_id, after_seq, 1024).await?;
+        let Some(last) = page.last() else { break };
+        after_seq = last.seq;
+        for e in page.iter().filter(|e| e.task_id == task_id) {
+            if let EventPayload::InputRequired(i) = &e.payload {
+                found = Some((i.input_id.clone(), i.prompt.clone()));
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// Follows a turn to its end, answering input requests inline when a person is at the
+/// terminal; Ctrl+C cancels the turn (a second Ctrl+C leaves at once).
+pub async fn drive(
+    agent: &Agent,
+    mut handle: TurnHandle,
+    style: Style,
+    mut input: Option<&mut Lines>,
+) -> Result<ExitCode> {
+    let mut renderer = Renderer::new(style);
+    let mut stdout = std::io::stdout();
+    let tail = agent.store().event_log().tail(&handle.context_id, handle.start_seq);
+    let mut tail = std::pin::pin!(tail);
+    let mut canceled_once = false;
+    let mut final_state = None;
+    loop {
+        let event = tokio::select! {
+            e = tail.next() => e,
+            _ = tokio::signal::ctrl_c() => {
+                if canceled_once {
+                    return Ok(ExitCode::from(130));
+                }
+                canceled_once = true;
+                handle.cancel();
+                continue;
+            }
+        };
+        let Some(event) = event else { break };
+        let event = event?;
+        if !belongs_to(&event, &handle.task_id) {
+            continue;
+        }
+        renderer.render(&event, &mut stdout)?;
+        if let (Some(state), true) = (event.payload.task_state(), event.task_id == handle.task_id) {
+            final_state = Some(state);
+        }
+        match turn_end(&event, &handle.task_id) {
+            TurnEnd::Running => {}
+            TurnEnd::Finished => break,
+            TurnEnd::Interrupted => {
+                let EventPayload::TaskStatus(_) = &event.payload else { continue };
+                let Some((input_id, prompt)) =
+                    last_input_request(agent, &handle.context_id, &handle.task_id, handle.start_seq).await?
+                else {
+                    break;
+                };
+                let Some(lines) = input.as_deref_mut() else {
+                    eprintln!(
+                        "task {} is waiting for input ({prompt}); answer with: looopy resume {} '<value>'",
+                        handle.task_id, handle.task_id
+                    );
+                    let _ = handle.wait().await;
+                    return Ok(ExitCode::from(3));
+                };
+                print!("> ");
+                stdout.flush()?;
+                let Some(answer) = lines.next().await else {
+                    // stdin closed: leave the task waiting; it can be resumed later.
+                    let _ = handle.wait().await;
+                    return Ok(ExitCode::from(3));
+                };
+                handle = agent
+                    .provide_input(&handle.task_id, &input_id, serde_json::Value::String(answer))
+                    .await?;
+            }
+        }
+    }
+    let _ = handle.wait().await;
+    Ok(match final_state {
+        Some(TaskState::Completed) => ExitCode::SUCCESS,
+        Some(TaskState::Canceled) => ExitCode::from(130),
+        Some(s) if s.is_interrupted() => ExitCode::from(3),
+        _ => ExitCode::FAILURE,
+    })
+}

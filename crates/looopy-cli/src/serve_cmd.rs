@@ -1,0 +1,47 @@
+//! `looopy serve`: the agent behind HTTP. Shuts down gracefully on SIGINT or SIGTERM.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Result;
+use looopy_server::ServerConfig;
+
+use crate::agent_setup;
+use crate::cli::ServeArgs;
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+    tracing::info!("shutdown requested");
+}
+
+pub async fn run(args: ServeArgs) -> Result<ExitCode> {
+    let (agent, _) = agent_setup::build(&args.agent).await?;
+    let config = ServerConfig {
+        addr: args.addr,
+        tokens: args.tokens.into_iter().filter(|t| !t.is_empty()).collect(),
+        allow_internal: args.allow_internal,
+        keepalive: Duration::from_secs(args.keepalive_secs.max(1)),
+        cors_origins: args.cors_origins,
+        body_limit: args.body_limit,
+        max_streams_per_principal: args.max_streams,
+        ..ServerConfig::default()
+    };
+    let bound = looopy_server::bind(config, agent).await?;
+    eprintln!("looopy serving on http://{}", bound.local_addr());
+    bound.serve(shutdown_signal()).await?;
+    Ok(ExitCode::SUCCESS)
+}
