@@ -1,1 +1,55 @@
-//! placeholder
+//! Looopy's durable store: one SQLite file (WAL mode) holding conversations, their
+//! messages, task records, artifacts, and the append-only event log that SSE replay reads.
+//!
+//! The event log is written before delivery with group commit: [`EventLog::append`] only
+//! queues; a writer thread commits whatever is queued in one transaction, then broadcasts
+//! the batch. [`EventLog::tail`] replays a context from any `seq` and follows live events.
+//!
+//! Durability: `synchronous=NORMAL` in WAL mode — committed data survives a process crash
+//! or SIGKILL; a power loss may lose the last few commits (never corrupting the file).
+//! Everything async runs on tokio's blocking pool or the writer thread, never on the
+//! runtime's workers.
+//!
+//! ```
+//! use futures::StreamExt;
+//! use looopy_protocol::{EventPayload, Message, Sequencer, Stamp, TaskState, event::ContentDelta};
+//! use looopy_store::{Store, TaskRecord};
+//!
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let dir = tempfile::tempdir().unwrap();
+//! let store = Store::open(dir.path().join("data/looopy.db")).unwrap();
+//!
+//! store.ensure_context("ctx-1", None).await.unwrap();
+//! store.append_messages("ctx-1", &[Message::user("hi")]).await.unwrap();
+//! store.put_task(&TaskRecord::new("task-1", "ctx-1", TaskState::Working)).await.unwrap();
+//!
+//! let log = store.event_log();
+//! let seq = Sequencer::starting_after(log.last_seq("ctx-1").await.unwrap());
+//! let stamp = Stamp::new("ctx-1", "task-1");
+//! for (i, piece) in ["Hel", "lo"].into_iter().enumerate() {
+//!     let payload = EventPayload::ContentDelta(ContentDelta { delta: piece.into(), index: i as u64 });
+//!     log.append(stamp.stamp(&seq, payload)).await.unwrap();
+//! }
+//! log.flush().await.unwrap(); // both events are durable now
+//!
+//! let replayed: Vec<_> = log.tail("ctx-1", 0).take(2).collect().await;
+//! assert_eq!(replayed.iter().map(|e| e.as_ref().unwrap().seq).collect::<Vec<_>>(), [1, 2]);
+//! store.close().await.unwrap();
+//! # });
+//! ```
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+
+mod db;
+mod error;
+mod event_log;
+mod history;
+mod records;
+mod schema;
+mod store;
+
+pub use error::{RejectedEvent, StoreError};
+pub use event_log::{Batch, EventLog, EventLogStats};
+pub use history::trim_history;
+pub use records::{ArtifactRecord, ContextRecord, TaskRecord};
+pub use schema::SCHEMA_VERSION;
+pub use store::{Store, StoreOptions};

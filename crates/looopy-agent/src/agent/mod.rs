@@ -1,0 +1,400 @@
+//! [`Agent`]: multi-turn conversations by context id, each turn run in the background with
+//! its events written to the durable event log — the one place the CLI and server read.
+
+mod active;
+mod handle;
+
+use std::sync::Arc;
+
+use looopy_llm::Provider;
+use looopy_protocol::event::{ErrorInfo, Initiator, TaskComplete, TaskCreated, TaskStatus};
+use looopy_protocol::ids::{is_valid_id, new_task_id};
+use looopy_protocol::{EventPayload, Message, Metadata, Sequencer, Stamp, TaskState};
+use looopy_store::{Store, StoreError, TaskRecord};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+pub use handle::TurnHandle;
+
+use crate::config::AgentConfig;
+use crate::emit::Emitter;
+use crate::tool::{ArgumentValidator, ToolRegistry};
+use crate::turn::{Counters, PendingTurn, Shared, Turn, TurnEnd};
+use crate::AgentError;
+use active::{ActiveRuns, Claim};
+
+/// Runs conversations. Cheap to clone; clones share their running turns. Use one `Agent`
+/// (and its clones) per store: the one-turn-per-context rule is enforced in memory.
+#[derive(Clone)]
+pub struct Agent {
+    shared: Shared,
+    runs: ActiveRuns,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent")
+            .field("provider", &self.shared.provider.name())
+            .field("config", &self.shared.config)
+            .field("tools", &self.shared.tools)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a background run does.
+enum Work {
+    Start,
+    Resume(PendingTurn, Value),
+}
+
+impl Agent {
+    pub fn new(
+        provider: Arc<dyn Provider>,
+        store: Store,
+        tools: ToolRegistry,
+        config: AgentConfig,
+    ) -> Self {
+        Self {
+            shared: Shared {
+                provider,
+                store,
+                tools: Arc::new(tools),
+                config: Arc::new(config),
+            },
+            runs: ActiveRuns::default(),
+        }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.shared.store
+    }
+
+    pub fn config(&self) -> &AgentConfig {
+        &self.shared.config
+    }
+
+    pub fn tools(&self) -> &ToolRegistry {
+        &self.shared.tools
+    }
+
+    /// Starts a turn in the background: the user message is stored, the task record
+    /// written and `task-created`/`task-status: working` appended before this returns.
+    ///
+    /// `owner` is recorded on a new context and checked against an existing one.
+    /// Errors: `Busy` (a turn of the context is running here), `WaitingInput` (its last
+    /// turn is paused for input), `Forbidden`, `InvalidId`, `Store`.
+    pub async fn start_turn(
+        &self,
+        context_id: &str,
+        message: &str,
+        owner: Option<&str>,
+    ) -> Result<TurnHandle, AgentError> {
+        if !is_valid_id(context_id) {
+            return Err(AgentError::InvalidId {
+                what: "context id",
+                value: context_id.to_string(),
+            });
+        }
+        let task_id = new_task_id();
+        let cancel = CancellationToken::new();
+        let claim = self.runs.claim(context_id, &task_id, cancel.clone())?;
+        let store = &self.shared.store;
+        let context = store.ensure_context(context_id, owner).await?;
+        if let (Some(existing), Some(caller)) = (context.owner.as_deref(), owner) {
+            if existing != caller {
+                return Err(AgentError::Forbidden(context_id.to_string()));
+            }
+        }
+        if let Some(waiting) = store
+            .list_tasks(Some(context_id))
+            .await?
+            .into_iter()
+            .rev()
+            .find(|t| t.state == TaskState::WaitingInput)
+        {
+            let input_id = waiting
+                .pending
+                .as_ref()
+                .and_then(PendingTurn::from_value)
+                .map(|p| p.input.input_id)
+                .unwrap_or_default();
+            return Err(AgentError::WaitingInput {
+                context_id: context_id.to_string(),
+                task_id: waiting.task_id,
+                input_id,
+            });
+        }
+        let start_seq = store.event_log().last_seq(context_id).await?;
+        let mut stored = store.load_messages(context_id).await?;
+        let record = TaskRecord::new(&task_id, context_id, TaskState::Working);
+        store.put_task(&record).await?;
+        let user = Message::user(message);
+        if let Err(error) = store
+            .append_messages(context_id, std::slice::from_ref(&user))
+            .await
+        {
+            self.abandon(record, &error).await;
+            return Err(error.into());
+        }
+        stored.push(user);
+
+        let emitter = self.emitter(context_id, &task_id, start_seq);
+        let mut metadata = Metadata::new();
+        metadata.insert("agentId".into(), Value::from(self.shared.config.agent_id.clone()));
+        metadata.insert("model".into(), Value::from(self.shared.model()));
+        emitter
+            .emit(EventPayload::TaskCreated(TaskCreated {
+                initiator: Initiator::User,
+                metadata,
+            }))
+            .await?;
+        emitter.emit(working()).await?;
+        let turn = Turn::new(
+            self.shared.clone(),
+            emitter,
+            cancel.clone(),
+            record,
+            stored,
+            Counters::default(),
+        );
+        Ok(self.spawn(turn, claim, Work::Start, start_seq))
+    }
+
+    /// Answers the input request `input_id` of paused task `task_id` and resumes the turn
+    /// in the background (in any process: the resume state is in the store).
+    /// Errors: `NotFound`, `NotWaiting`, `WrongInput`, `InvalidInput` (the value does not
+    /// match the request's schema), `Busy`.
+    pub async fn provide_input(
+        &self,
+        task_id: &str,
+        input_id: &str,
+        value: Value,
+    ) -> Result<TurnHandle, AgentError> {
+        let record = self.task(task_id).await?;
+        let cancel = CancellationToken::new();
+        let claim = self.runs.claim(&record.context_id, task_id, cancel.clone())?;
+        // Read again under the claim: another call may have resumed it meanwhile.
+        let record = self.task(task_id).await?;
+        let pending = self.pending_of(&record)?;
+        if pending.input.input_id != input_id {
+            return Err(AgentError::WrongInput {
+                task_id: task_id.to_string(),
+                expected: pending.input.input_id,
+                got: input_id.to_string(),
+            });
+        }
+        if let Some(schema) = &pending.input.request.schema {
+            ArgumentValidator::new(schema)
+                .validate(&value)
+                .map_err(AgentError::InvalidInput)?;
+        }
+        let context_id = record.context_id.clone();
+        let store = &self.shared.store;
+        let start_seq = store.event_log().last_seq(&context_id).await?;
+        let stored = store.load_messages(&context_id).await?;
+        let emitter = self.emitter(&context_id, task_id, start_seq);
+        let counters = pending.counters;
+        let turn = Turn::new(self.shared.clone(), emitter, cancel, record, stored, counters);
+        Ok(self.spawn(turn, claim, Work::Resume(pending, value), start_seq))
+    }
+
+    /// Cancels a task: a running turn is told to stop (it ends `canceled` shortly); a
+    /// paused one is ended `canceled` now, its waiting calls answered `canceled`.
+    /// Errors: `NotFound`, `NotRunning` (already finished).
+    pub async fn cancel(&self, task_id: &str) -> Result<(), AgentError> {
+        if let Some(cancel) = self.runs.cancellation(task_id) {
+            cancel.cancel();
+            return Ok(());
+        }
+        let record = self.task(task_id).await?;
+        if record.state.is_terminal() {
+            return Err(AgentError::NotRunning {
+                task_id: task_id.to_string(),
+                state: record.state,
+            });
+        }
+        let claim = self
+            .runs
+            .claim(&record.context_id, task_id, CancellationToken::new())?;
+        // Read again under the claim: it may have been resumed or finished meanwhile.
+        let record = self.task(task_id).await?;
+        if record.state.is_terminal() {
+            return Err(AgentError::NotRunning {
+                task_id: task_id.to_string(),
+                state: record.state,
+            });
+        }
+        let context_id = record.context_id.clone();
+        let store = &self.shared.store;
+        let start_seq = store.event_log().last_seq(&context_id).await?;
+        let emitter = self.emitter(&context_id, task_id, start_seq);
+        let pending = record.pending.as_ref().and_then(PendingTurn::from_value);
+        let counters = pending.as_ref().map(|p| p.counters).unwrap_or_default();
+        let stored = match &pending {
+            Some(_) => store.load_messages(&context_id).await?,
+            None => Vec::new(),
+        };
+        let mut turn = Turn::new(
+            self.shared.clone(),
+            emitter,
+            CancellationToken::new(),
+            record,
+            stored,
+            counters,
+        );
+        let end = match pending {
+            Some(pending) => turn.cancel_waiting(pending).await?,
+            // Not running anywhere (left behind by a dead process): just end it.
+            None => TurnEnd::Canceled,
+        };
+        turn.finish(end).await?;
+        drop(claim);
+        Ok(())
+    }
+
+    /// Call once at process start, before starting turns: tasks left `working` by a
+    /// process that died become `failed` (code `interrupted`) and their terminal events are
+    /// appended to the log. Paused tasks stay paused. Returns the failed task ids.
+    pub async fn recover(&self, reason: &str) -> Result<Vec<String>, AgentError> {
+        let failed = self.shared.store.fail_orphaned_tasks(reason).await?;
+        let mut ids = Vec::with_capacity(failed.len());
+        for record in failed {
+            let Ok(claim) =
+                self.runs
+                    .claim(&record.context_id, &record.task_id, CancellationToken::new())
+            else {
+                tracing::warn!(task_id = %record.task_id, "orphaned task's context is busy; skipped");
+                continue;
+            };
+            let start_seq = self
+                .shared
+                .store
+                .event_log()
+                .last_seq(&record.context_id)
+                .await?;
+            let emitter = self.emitter(&record.context_id, &record.task_id, start_seq);
+            let error = record.error.clone().unwrap_or_else(|| ErrorInfo {
+                code: "interrupted".into(),
+                message: reason.to_string(),
+                retryable: true,
+            });
+            emitter
+                .emit(EventPayload::TaskStatus(TaskStatus {
+                    status: TaskState::Failed,
+                    message: Some(error.message.clone()),
+                    error: Some(error),
+                    metadata: Metadata::new(),
+                }))
+                .await?;
+            emitter
+                .emit(EventPayload::TaskComplete(TaskComplete {
+                    status: TaskState::Failed,
+                    content: None,
+                    artifacts: Vec::new(),
+                    metadata: Metadata::new(),
+                }))
+                .await?;
+            emitter.flush().await?;
+            drop(claim);
+            tracing::info!(task_id = %record.task_id, "orphaned task marked failed");
+            ids.push(record.task_id);
+        }
+        Ok(ids)
+    }
+
+    async fn task(&self, task_id: &str) -> Result<TaskRecord, AgentError> {
+        self.shared
+            .store
+            .get_task(task_id)
+            .await?
+            .ok_or_else(|| AgentError::NotFound(task_id.to_string()))
+    }
+
+    fn pending_of(&self, record: &TaskRecord) -> Result<PendingTurn, AgentError> {
+        if record.state != TaskState::WaitingInput {
+            return Err(AgentError::NotWaiting {
+                task_id: record.task_id.clone(),
+                state: record.state,
+            });
+        }
+        record
+            .pending
+            .as_ref()
+            .and_then(PendingTurn::from_value)
+            .ok_or_else(|| {
+                AgentError::Internal(format!(
+                    "task {} is waiting for input but its resume state is unreadable",
+                    record.task_id
+                ))
+            })
+    }
+
+    fn emitter(&self, context_id: &str, task_id: &str, after_seq: u64) -> Emitter {
+        Emitter::new(
+            self.shared.store.clone(),
+            Stamp::new(context_id, task_id),
+            Sequencer::starting_after(after_seq),
+        )
+    }
+
+    /// A task record written for a turn that could not start is marked failed.
+    async fn abandon(&self, mut record: TaskRecord, error: &StoreError) {
+        record.state = TaskState::Failed;
+        record.error = Some(ErrorInfo {
+            code: "store_error".into(),
+            message: error.to_string(),
+            retryable: true,
+        });
+        record.updated_at = chrono::Utc::now();
+        if let Err(e) = self.shared.store.put_task(&record).await {
+            tracing::warn!(error = %e, task_id = %record.task_id, "could not mark task failed");
+        }
+    }
+
+    fn spawn(&self, mut turn: Turn, claim: Claim, work: Work, start_seq: u64) -> TurnHandle {
+        let context_id = turn.record.context_id.clone();
+        let task_id = turn.record.task_id.clone();
+        let cancel = turn.cancel.clone();
+        let join = tokio::spawn(async move {
+            let result = match work {
+                Work::Start => turn.drive().await,
+                Work::Resume(pending, value) => turn.resume(pending, value).await,
+            };
+            let outcome = match result {
+                Ok(end) => turn.finish(end).await.map_err(AgentError::from),
+                Err(error) => {
+                    tracing::error!(%error, task_id = %turn.record.task_id, "turn failed: store error");
+                    let end = TurnEnd::Failed(ErrorInfo {
+                        code: "store_error".into(),
+                        message: error.to_string(),
+                        retryable: true,
+                    });
+                    if let Err(e) = turn.finish(end).await {
+                        tracing::error!(error = %e, "could not record the failure");
+                    }
+                    Err(AgentError::from(error))
+                }
+            };
+            // Released only now: every event of the run is durable, so the next run of
+            // this context continues the sequence from the log.
+            drop(claim);
+            outcome
+        });
+        TurnHandle {
+            context_id,
+            task_id,
+            start_seq,
+            cancel,
+            join,
+        }
+    }
+}
+
+fn working() -> EventPayload {
+    EventPayload::TaskStatus(TaskStatus {
+        status: TaskState::Working,
+        message: None,
+        error: None,
+        metadata: Metadata::new(),
+    })
+}

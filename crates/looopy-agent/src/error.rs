@@ -1,0 +1,111 @@
+//! The one error type of the agent layer, with stable codes and HTTP statuses so the server
+//! can map it without matching on messages.
+
+use looopy_protocol::TaskState;
+use looopy_store::StoreError;
+
+/// Why an agent operation was refused or failed. (A turn that fails is not an error of the
+/// call that started it: it ends with `task-status: failed` in the event log.)
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AgentError {
+    /// A turn of this context is already running in this process.
+    #[error("context {context_id} is busy with task {task_id}")]
+    Busy { context_id: String, task_id: String },
+    /// The context's last turn is paused waiting for input; answer or cancel it first.
+    #[error("context {context_id} is waiting for input {input_id} of task {task_id}; provide it or cancel the task first")]
+    WaitingInput {
+        context_id: String,
+        task_id: String,
+        input_id: String,
+    },
+    /// No such task.
+    #[error("task {0} not found")]
+    NotFound(String),
+    /// The task is not waiting for input.
+    #[error("task {task_id} is not waiting for input (state {state})")]
+    NotWaiting { task_id: String, state: TaskState },
+    /// The task is waiting for a different input.
+    #[error("task {task_id} is waiting for input {expected}, not {got}")]
+    WrongInput {
+        task_id: String,
+        expected: String,
+        got: String,
+    },
+    /// The provided value does not satisfy the input request's schema.
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+    /// The task has already finished.
+    #[error("task {task_id} is not running (state {state})")]
+    NotRunning { task_id: String, state: TaskState },
+    /// An id supplied by the caller is not acceptable (1–128 of `[A-Za-z0-9._:-]`).
+    #[error("invalid {what}: {value:?}")]
+    InvalidId { what: &'static str, value: String },
+    /// The task was started by a different owner.
+    #[error("context {0} belongs to another owner")]
+    Forbidden(String),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Saved resume state could not be read, or a turn's task died unexpectedly.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl AgentError {
+    /// A stable machine-readable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Busy { .. } => "busy",
+            Self::WaitingInput { .. } => "waiting_input",
+            Self::NotFound(_) => "not_found",
+            Self::NotWaiting { .. } => "not_waiting",
+            Self::WrongInput { .. } => "wrong_input",
+            Self::InvalidInput(_) => "invalid_input",
+            Self::NotRunning { .. } => "not_running",
+            Self::InvalidId { .. } => "invalid_id",
+            Self::Forbidden(_) => "forbidden",
+            Self::Store(_) => "store_error",
+            Self::Internal(_) => "internal",
+        }
+    }
+
+    /// The HTTP status a server should answer with.
+    pub fn http_status(&self) -> u16 {
+        match self {
+            Self::Busy { .. }
+            | Self::WaitingInput { .. }
+            | Self::NotWaiting { .. }
+            | Self::WrongInput { .. }
+            | Self::NotRunning { .. } => 409,
+            Self::NotFound(_) => 404,
+            Self::InvalidInput(_) | Self::InvalidId { .. } => 400,
+            Self::Forbidden(_) => 403,
+            Self::Store(_) | Self::Internal(_) => 500,
+        }
+    }
+
+    /// Whether trying the same call later may succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::Busy { .. } | Self::Store(_))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_and_statuses() {
+        let busy = AgentError::Busy {
+            context_id: "c".into(),
+            task_id: "t".into(),
+        };
+        assert_eq!((busy.code(), busy.http_status()), ("busy", 409));
+        let nf = AgentError::NotFound("t".into());
+        assert_eq!((nf.code(), nf.http_status()), ("not_found", 404));
+        let bad = AgentError::InvalidInput("x".into());
+        assert_eq!(bad.http_status(), 400);
+        assert!(busy.is_retryable() && !nf.is_retryable());
+    }
+}

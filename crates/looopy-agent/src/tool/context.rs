@@ -1,0 +1,220 @@
+//! What a running tool can see and do besides its arguments: its call id, a cancellation
+//! signal, a progress reporter and the input-request flow.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+
+use looopy_protocol::event::InputType;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::ToolFailure;
+
+/// A question a tool asks before it can finish. The agent turns it into an
+/// `input-required` event and pauses the turn durably until it is answered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InputRequest {
+    /// What is being asked, for a person or a coordinating agent.
+    pub prompt: String,
+    pub input_type: InputType,
+    /// JSON Schema the answer must satisfy; the agent rejects answers that do not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<Value>,
+    /// Choices, for `selection`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<Vec<Value>>,
+    /// The request must reach the originating user (a coordinator may not answer it).
+    #[serde(default)]
+    pub require_user: bool,
+}
+
+impl InputRequest {
+    /// A request of `input_type` with no schema or options, answerable by a coordinator.
+    pub fn new(input_type: InputType, prompt: impl Into<String>) -> Self {
+        Self {
+            prompt: prompt.into(),
+            input_type,
+            schema: None,
+            options: None,
+            require_user: false,
+        }
+    }
+
+    /// A clarifying question for the user.
+    pub fn clarification(prompt: impl Into<String>) -> Self {
+        Self::new(InputType::Clarification, prompt)
+    }
+
+    /// Requires the answer to satisfy `schema`.
+    pub fn with_schema(mut self, schema: Value) -> Self {
+        self.schema = Some(schema);
+        self
+    }
+
+    /// Offers `options` to choose from.
+    pub fn with_options(mut self, options: Vec<Value>) -> Self {
+        self.options = Some(options);
+        self
+    }
+
+    /// Sets whether only the originating user may answer.
+    pub fn require_user(mut self, require_user: bool) -> Self {
+        self.require_user = require_user;
+        self
+    }
+}
+
+/// Where progress reports go: the agent stamps them as `tool-progress` events.
+pub trait ProgressSink: Send + Sync {
+    /// Records progress (already clamped to 0..=1) of call `tool_call_id`.
+    fn report<'a>(
+        &'a self,
+        tool_call_id: &'a str,
+        progress: f64,
+        message: Option<String>,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+}
+
+/// Everything a tool call gets besides its arguments. Cheap to clone.
+#[derive(Clone)]
+pub struct ToolContext {
+    tool_call_id: Arc<str>,
+    cancel: CancellationToken,
+    progress: Option<Arc<dyn ProgressSink>>,
+    provided_input: Option<Arc<Value>>,
+    input_request: Arc<Mutex<Option<InputRequest>>>,
+}
+
+impl std::fmt::Debug for ToolContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolContext")
+            .field("tool_call_id", &self.tool_call_id)
+            .field("cancelled", &self.cancel.is_cancelled())
+            .field("provided_input", &self.provided_input)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ToolContext {
+    /// A context for call `tool_call_id`; progress reports are dropped. Useful to call a
+    /// tool directly (tests, other programs); the agent builds its own.
+    pub fn new(tool_call_id: impl Into<String>) -> Self {
+        Self {
+            tool_call_id: Arc::from(tool_call_id.into()),
+            cancel: CancellationToken::new(),
+            progress: None,
+            provided_input: None,
+            input_request: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    /// Uses `cancel` as the call's cancellation signal.
+    pub fn with_cancellation(mut self, cancel: CancellationToken) -> Self {
+        self.cancel = cancel;
+        self
+    }
+
+    /// Sends progress reports to `sink`.
+    pub fn with_progress(mut self, sink: Arc<dyn ProgressSink>) -> Self {
+        self.progress = Some(sink);
+        self
+    }
+
+    /// Marks this call as a re-run with the answer to its earlier input request.
+    pub fn with_provided_input(mut self, value: Value) -> Self {
+        self.provided_input = Some(Arc::new(value));
+        self
+    }
+
+    /// The id of the tool call being executed.
+    pub fn tool_call_id(&self) -> &str {
+        &self.tool_call_id
+    }
+
+    /// Cancelled when the turn is cancelled or the call times out.
+    pub fn cancellation(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    /// Whether the call should stop.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    /// Reports progress: `fraction` is clamped to 0..=1 (NaN counts as 0) and becomes a
+    /// `tool-progress` event. Waits only if the event log is applying backpressure.
+    pub async fn progress(&self, fraction: f64, message: impl Into<String>) {
+        let Some(sink) = &self.progress else { return };
+        let message = message.into();
+        let message = (!message.is_empty()).then_some(message);
+        sink.report(&self.tool_call_id, clamp_progress(fraction), message)
+            .await;
+    }
+
+    /// The answer to this call's earlier input request, when the call is being re-run
+    /// after the turn resumed.
+    pub fn provided_input(&self) -> Option<&Value> {
+        self.provided_input.as_deref()
+    }
+
+    /// Asks for input: records the request and returns the failure to return from the
+    /// tool (`Err(ctx.require_input(req))`). A tool with its own error type may return any
+    /// error after calling this; the recorded request is what pauses the turn.
+    pub fn require_input(&self, request: InputRequest) -> ToolFailure {
+        if let Ok(mut slot) = self.input_request.lock() {
+            *slot = Some(request.clone());
+        }
+        ToolFailure::NeedsInput(request)
+    }
+
+    /// The request recorded by [`require_input`](Self::require_input), if any.
+    pub(crate) fn take_input_request(&self) -> Option<InputRequest> {
+        self.input_request.lock().ok().and_then(|mut slot| slot.take())
+    }
+}
+
+/// Progress is a fraction; anything outside 0..=1 (or NaN) is brought into range.
+pub(crate) fn clamp_progress(fraction: f64) -> f64 {
+    if fraction.is_nan() {
+        0.0
+    } else {
+        fraction.clamp(0.0, 1.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_is_clamped() {
+        assert_eq!(clamp_progress(-1.0), 0.0);
+        assert_eq!(clamp_progress(0.25), 0.25);
+        assert_eq!(clamp_progress(7.0), 1.0);
+        assert_eq!(clamp_progress(f64::NAN), 0.0);
+        assert_eq!(clamp_progress(f64::INFINITY), 1.0);
+    }
+
+    #[test]
+    fn require_input_records_the_request_once() {
+        let ctx = ToolContext::new("call-1");
+        let failure = ctx.require_input(InputRequest::clarification("which one?"));
+        assert!(matches!(failure, ToolFailure::NeedsInput(ref r) if r.prompt == "which one?"));
+        let clone = ctx.clone();
+        assert_eq!(
+            clone.take_input_request().map(|r| r.prompt),
+            Some("which one?".to_string())
+        );
+        assert!(ctx.take_input_request().is_none());
+    }
+
+    #[test]
+    fn provided_input_is_visible() {
+        let ctx = ToolContext::new("c").with_provided_input(serde_json::json!("yes"));
+        assert_eq!(ctx.provided_input(), Some(&serde_json::json!("yes")));
+        assert!(ToolContext::new("c").provided_input().is_none());
+    }
+}

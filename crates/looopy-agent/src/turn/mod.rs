@@ -1,0 +1,359 @@
+//! The agent loop: call the model, run the tools it asks for, give it the results, and
+//! repeat until it answers without tools — with an iteration cap, cancellation, durable
+//! pauses for input, and a conversation history that is valid at every checkpoint.
+//!
+//! **History rules.** Messages are persisted as each iteration completes: the assistant
+//! message together with one result per tool call, in one transaction. When a turn is
+//! cancelled or the model call fails mid-stream, what the user already saw is kept: the
+//! partial text and any calls the model had finished writing, each answered (calls that did
+//! not finish get a `canceled` error result). A batch paused for input is held in the task
+//! record, not in the history, until it is complete.
+
+mod finish;
+mod pending;
+mod resume;
+mod source;
+mod step;
+mod wire_prompt;
+
+use std::sync::Arc;
+
+use looopy_llm::{ChatRequest, Provider};
+use looopy_protocol::event::{Checkpoint, ErrorInfo, InputRequired, LlmCall, TaskStatus};
+use looopy_protocol::{EventPayload, Message, Metadata, TaskState};
+use looopy_store::{Store, StoreError, TaskRecord, trim_history};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+pub(crate) use finish::TurnEnd;
+pub(crate) use pending::{Counters, PendingTurn};
+
+use crate::config::{AgentConfig, ToolProtocol};
+use crate::emit::Emitter;
+use crate::tool::exec::{ToolOutcome, ToolRunner};
+use crate::tool::{InputRequest, ToolRegistry};
+use pending::{PENDING_VERSION, PendingCall, PendingInput};
+use step::{StepEnd, StepOutput, run_step};
+
+/// What every turn of an agent shares.
+#[derive(Clone)]
+pub(crate) struct Shared {
+    pub(crate) provider: Arc<dyn Provider>,
+    pub(crate) store: Store,
+    pub(crate) tools: Arc<ToolRegistry>,
+    pub(crate) config: Arc<AgentConfig>,
+}
+
+impl Shared {
+    /// The model name requests use and events report.
+    pub(crate) fn model(&self) -> String {
+        self.config
+            .model
+            .clone()
+            .filter(|m| !m.is_empty())
+            .unwrap_or_else(|| self.provider.default_model().to_string())
+    }
+}
+
+/// One running turn.
+pub(crate) struct Turn {
+    pub(crate) shared: Shared,
+    pub(crate) emitter: Emitter,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) runner: ToolRunner,
+    pub(crate) model: String,
+    /// What the model is shown: the stored conversation (trimmed) plus this turn's messages.
+    pub(crate) history: Vec<Message>,
+    /// Messages of this context in the store.
+    pub(crate) stored_count: usize,
+    pub(crate) counters: Counters,
+    pub(crate) record: TaskRecord,
+}
+
+impl Counters {
+    pub(crate) fn next_content_index(&mut self) -> u64 {
+        let i = self.content_index;
+        self.content_index += 1;
+        i
+    }
+
+    pub(crate) fn next_thought_index(&mut self) -> u64 {
+        let i = self.thought_index;
+        self.thought_index += 1;
+        i
+    }
+}
+
+impl Turn {
+    /// A turn over `stored` (the context's whole stored history).
+    pub(crate) fn new(
+        shared: Shared,
+        emitter: Emitter,
+        cancel: CancellationToken,
+        record: TaskRecord,
+        stored: Vec<Message>,
+        counters: Counters,
+    ) -> Self {
+        let runner = ToolRunner {
+            registry: Arc::clone(&shared.tools),
+            emitter: emitter.clone(),
+            timeout: shared.config.tool_timeout,
+            permits: Arc::new(tokio::sync::Semaphore::new(shared.config.tool_concurrency.max(1))),
+            cancel: cancel.clone(),
+            running: Default::default(),
+        };
+        let stored_count = stored.len();
+        let history = match shared.config.history_limit {
+            Some(limit) => trim_history(&stored, limit),
+            None => stored,
+        };
+        Self {
+            model: shared.model(),
+            shared,
+            emitter,
+            cancel,
+            runner,
+            history,
+            stored_count,
+            counters,
+            record,
+        }
+    }
+
+    /// Thought ids from providers are per call; they are made unique within the context.
+    pub(crate) fn thought_id(&self, provider_id: &str) -> String {
+        format!(
+            "{}/{}/{}",
+            self.emitter.task_id(),
+            self.counters.iteration,
+            provider_id
+        )
+    }
+
+    /// Wire mode keeps every thought in history (the protocol persists `think`).
+    pub(crate) fn keeps_inline_thoughts(&self) -> bool {
+        self.shared.config.tool_protocol == ToolProtocol::Wire
+    }
+
+    fn request(&self) -> ChatRequest {
+        let config = &self.shared.config;
+        let history = match config.history_limit {
+            Some(limit) if self.history.len() > limit => trim_history(&self.history, limit),
+            _ => self.history.clone(),
+        };
+        let (messages, tools) = match config.tool_protocol {
+            ToolProtocol::Wire => {
+                let prompt = wire_prompt::system_prompt(
+                    config.system_prompt.as_deref(),
+                    &self.shared.tools.definitions(),
+                );
+                let mut messages = vec![Message::system(prompt)];
+                messages.extend(wire_prompt::to_wire_messages(&history));
+                (messages, Vec::new())
+            }
+            _ => {
+                let mut messages = Vec::with_capacity(history.len() + 1);
+                if let Some(prompt) = config.system_prompt.as_deref().filter(|p| !p.is_empty()) {
+                    messages.push(Message::system(prompt));
+                }
+                messages.extend(history);
+                (messages, self.shared.tools.definitions())
+            }
+        };
+        ChatRequest {
+            model: self.model.clone(),
+            messages,
+            tools,
+            ..ChatRequest::default()
+        }
+    }
+
+    /// Runs iterations until the turn completes, fails, is cancelled or pauses.
+    pub(crate) async fn drive(&mut self) -> Result<TurnEnd, StoreError> {
+        let max = self.shared.config.max_iterations.max(1);
+        loop {
+            if self.cancel.is_cancelled() {
+                return Ok(TurnEnd::Canceled);
+            }
+            if self.counters.iteration >= max {
+                return Ok(TurnEnd::Failed(ErrorInfo {
+                    code: "max_iterations".into(),
+                    message: format!("the turn needed more than {max} model calls"),
+                    retryable: false,
+                }));
+            }
+            self.counters.iteration += 1;
+            let request = self.request();
+            self.emitter
+                .emit(EventPayload::InternalLlmCall(LlmCall {
+                    iteration: self.counters.iteration,
+                    model: self.model.clone(),
+                    message_count: u32::try_from(request.messages.len()).unwrap_or(u32::MAX),
+                    tool_count: u32::try_from(self.shared.tools.len()).unwrap_or(u32::MAX),
+                }))
+                .await?;
+            let stream = self.shared.provider.stream(request);
+            let source = match self.shared.config.tool_protocol {
+                ToolProtocol::Wire => source::wire(stream),
+                _ => source::native(stream),
+            };
+            let output = run_step(self, source).await?;
+            if let Some(end) = self.settle(output).await? {
+                return Ok(end);
+            }
+        }
+    }
+
+    /// Records what an iteration produced; `Some` when the turn is over (or paused).
+    async fn settle(&mut self, output: StepOutput) -> Result<Option<TurnEnd>, StoreError> {
+        let StepOutput {
+            text,
+            reasoning,
+            calls,
+            protocol_errors,
+            end,
+        } = output;
+        let paused = calls
+            .iter()
+            .any(|(_, outcome)| matches!(outcome, ToolOutcome::NeedsInput(_)));
+        if paused && matches!(end, StepEnd::Finished) && !self.cancel.is_cancelled() {
+            return self.pause(text, reasoning, calls).await.map(Some);
+        }
+        let mut assistant = Message::assistant_with_tools(
+            text.clone(),
+            calls.iter().map(|(spec, _)| spec.call.clone()).collect(),
+        );
+        assistant.reasoning = reasoning;
+        let keep = !(assistant.content.is_empty()
+            && assistant.tool_calls.is_empty()
+            && assistant.reasoning.is_empty());
+        let mut messages = Vec::with_capacity(calls.len() + 1);
+        if keep {
+            messages.push(assistant);
+        }
+        for (spec, outcome) in &calls {
+            let outcome = match outcome {
+                ToolOutcome::NeedsInput(_) => {
+                    // Started, asked for input, and the turn ended before pausing.
+                    let canceled = ToolOutcome::Canceled;
+                    self.runner
+                        .complete(&spec.call, &canceled, self.counters.iteration, Default::default())
+                        .await?;
+                    &ToolOutcome::Canceled
+                }
+                other => other,
+            };
+            messages.extend(outcome.to_message(&spec.call));
+        }
+        self.persist(messages).await?;
+        Ok(match end {
+            StepEnd::Canceled => Some(TurnEnd::Canceled),
+            StepEnd::Failed(error) => Some(TurnEnd::Failed(ErrorInfo {
+                code: error.code().to_string(),
+                message: error.to_string(),
+                retryable: error.is_retryable(),
+            })),
+            StepEnd::Finished if !calls.is_empty() => None,
+            StepEnd::Finished if !protocol_errors.is_empty() => {
+                // Wire mode: tell the model what was wrong (for this turn only; errors are
+                // control flow, not conversation) and let it try again.
+                self.history
+                    .push(wire_prompt::protocol_error_message(&protocol_errors));
+                None
+            }
+            StepEnd::Finished => Some(TurnEnd::Completed(text)),
+        })
+    }
+
+    /// Appends this iteration's messages to the stored conversation and announces it.
+    pub(crate) async fn persist(&mut self, messages: Vec<Message>) -> Result<(), StoreError> {
+        if !messages.is_empty() {
+            self.shared
+                .store
+                .append_messages(&self.record.context_id, &messages)
+                .await?;
+            self.stored_count += messages.len();
+            self.history.extend(messages);
+        }
+        self.emitter
+            .emit(EventPayload::InternalCheckpoint(Checkpoint {
+                iteration: self.counters.iteration,
+                message_count: Some(u32::try_from(self.stored_count).unwrap_or(u32::MAX)),
+            }))
+            .await?;
+        Ok(())
+    }
+
+    /// A tool asked for input: save the batch in the task record and pause.
+    async fn pause(
+        &mut self,
+        content: String,
+        reasoning: Vec<looopy_protocol::ReasoningBlock>,
+        calls: Vec<(crate::tool::exec::CallSpec, ToolOutcome)>,
+    ) -> Result<TurnEnd, StoreError> {
+        let mut paused = Vec::new();
+        let mut request = None;
+        let mut pending_calls = Vec::with_capacity(calls.len());
+        for (i, (spec, outcome)) in calls.into_iter().enumerate() {
+            if let ToolOutcome::NeedsInput(r) = &outcome {
+                paused.push(i);
+                request.get_or_insert_with(|| r.clone());
+            }
+            pending_calls.push(PendingCall {
+                result: outcome.to_message(&spec.call),
+                call: spec.call,
+                invalid: spec.invalid,
+            });
+        }
+        let request = request.unwrap_or_else(|| InputRequest::clarification(""));
+        let pending = PendingTurn {
+            version: PENDING_VERSION,
+            counters: self.counters,
+            content,
+            reasoning,
+            calls: pending_calls,
+            paused,
+            input: PendingInput {
+                input_id: looopy_protocol::ids::new_id("input"),
+                request,
+            },
+        };
+        self.wait_for_input(pending).await
+    }
+
+    /// Saves `pending` and announces the input request; the run then ends.
+    pub(crate) async fn wait_for_input(&mut self, pending: PendingTurn) -> Result<TurnEnd, StoreError> {
+        self.record.state = TaskState::WaitingInput;
+        self.record.pending = Some(pending.to_value());
+        self.record.updated_at = chrono::Utc::now();
+        self.shared.store.put_task(&self.record).await?;
+        let request = &pending.input.request;
+        let mut metadata = Metadata::new();
+        if let Some(call) = pending.current() {
+            metadata.insert("toolCallId".into(), Value::from(call.call.id.clone()));
+            metadata.insert("toolName".into(), Value::from(call.call.name.clone()));
+        }
+        self.emitter
+            .emit(EventPayload::InputRequired(InputRequired {
+                input_id: pending.input.input_id.clone(),
+                require_user: request.require_user,
+                input_type: request.input_type,
+                prompt: request.prompt.clone(),
+                schema: request.schema.clone(),
+                options: request.options.clone(),
+                metadata,
+            }))
+            .await?;
+        let mut metadata = Metadata::new();
+        metadata.insert("inputId".into(), Value::from(pending.input.input_id.clone()));
+        self.emitter
+            .emit(EventPayload::TaskStatus(TaskStatus {
+                status: TaskState::WaitingInput,
+                message: Some(request.prompt.clone()),
+                error: None,
+                metadata,
+            }))
+            .await?;
+        Ok(TurnEnd::WaitingInput)
+    }
+}

@@ -1,0 +1,122 @@
+//! Continuing a turn that paused for input — possibly in a new process — and cancelling one.
+//!
+//! The paused call is made again with the same arguments and the answer available through
+//! `ToolContext::provided_input`; other calls of the batch that also asked for input are
+//! made again after it (and may pause the turn again); then the loop goes on.
+
+use looopy_protocol::event::{InputReceived, Initiator, TaskStatus};
+use looopy_protocol::{EventPayload, Metadata, TaskState};
+use looopy_store::StoreError;
+use serde_json::Value;
+
+use super::{PendingTurn, Turn, TurnEnd};
+use crate::tool::exec::{Invocation, ToolOutcome};
+
+impl Turn {
+    /// Announces the answer, finishes the paused batch and continues the loop.
+    pub(crate) async fn resume(
+        &mut self,
+        mut pending: PendingTurn,
+        value: Value,
+    ) -> Result<TurnEnd, StoreError> {
+        self.emitter
+            .emit(EventPayload::InputReceived(InputReceived {
+                input_id: pending.input.input_id.clone(),
+                provided_by: Initiator::User,
+                user_id: None,
+                agent_id: None,
+                value: Some(value.clone()),
+                metadata: Metadata::new(),
+            }))
+            .await?;
+        self.record.state = TaskState::Working;
+        self.record.pending = None;
+        self.record.updated_at = chrono::Utc::now();
+        self.shared.store.put_task(&self.record).await?;
+        self.emitter
+            .emit(EventPayload::TaskStatus(TaskStatus {
+                status: TaskState::Working,
+                message: None,
+                error: None,
+                metadata: Metadata::new(),
+            }))
+            .await?;
+
+        let mut answer = Some(value);
+        let mut still_paused = Vec::new();
+        let mut next_request = None;
+        for index in std::mem::take(&mut pending.paused) {
+            let call = &pending.calls[index];
+            let (outcome, ran) = if self.cancel.is_cancelled() {
+                (ToolOutcome::Canceled, false)
+            } else {
+                let outcome = self
+                    .runner
+                    .run(Invocation {
+                        spec: PendingTurn::spec(call),
+                        iteration: self.counters.iteration,
+                        provided_input: answer.take(),
+                        announce: false,
+                    })
+                    .await?;
+                (outcome, true)
+            };
+            let outcome = match outcome {
+                ToolOutcome::NeedsInput(request) if !self.cancel.is_cancelled() => {
+                    still_paused.push(index);
+                    next_request.get_or_insert(request);
+                    continue;
+                }
+                // Asked again but the turn is being cancelled.
+                ToolOutcome::NeedsInput(_) => ToolOutcome::Canceled,
+                other if ran => {
+                    pending.calls[index].result = other.to_message(&call.call);
+                    continue;
+                }
+                other => other,
+            };
+            // The call started before the pause and still owes its `tool-complete`.
+            self.runner
+                .complete(&call.call, &outcome, self.counters.iteration, Default::default())
+                .await?;
+            pending.calls[index].result = outcome.to_message(&call.call);
+        }
+        if self.cancel.is_cancelled() {
+            for index in std::mem::take(&mut still_paused) {
+                let call = &pending.calls[index];
+                self.runner
+                    .complete(&call.call, &ToolOutcome::Canceled, self.counters.iteration, Default::default())
+                    .await?;
+                pending.calls[index].result = ToolOutcome::Canceled.to_message(&call.call);
+            }
+            next_request = None;
+        }
+        if let Some(request) = next_request {
+            pending.paused = still_paused;
+            pending.input.input_id = looopy_protocol::ids::new_id("input");
+            pending.input.request = request;
+            return self.wait_for_input(pending).await;
+        }
+        let messages = pending.messages_with(&ToolOutcome::Canceled);
+        self.persist(messages).await?;
+        if self.cancel.is_cancelled() {
+            return Ok(TurnEnd::Canceled);
+        }
+        self.drive().await
+    }
+
+    /// Ends a paused turn as cancelled: every waiting call is answered `canceled` (in
+    /// events and history) and the batch is stored.
+    pub(crate) async fn cancel_waiting(&mut self, pending: PendingTurn) -> Result<TurnEnd, StoreError> {
+        for &index in &pending.paused {
+            if let Some(call) = pending.calls.get(index) {
+                self.runner
+                    .complete(&call.call, &ToolOutcome::Canceled, self.counters.iteration, Default::default())
+                    .await?;
+            }
+        }
+        self.persist(pending.messages_with(&ToolOutcome::Canceled))
+            .await?;
+        Ok(TurnEnd::Canceled)
+    }
+}

@@ -1,0 +1,108 @@
+//! Cancelling turns mid-stream and mid-tool leaves a consistent history and a complete
+//! event stream.
+
+mod common;
+
+use common::*;
+use looopy_agent::AgentConfig;
+use looopy_llm::scripted::Response;
+use looopy_protocol::{EventPayload, Role, TaskState};
+use serde_json::json;
+
+#[tokio::test]
+async fn cancel_mid_stream_keeps_partial_text() {
+    let db = TestDb::new();
+    let store = db.open();
+    let long = "word ".repeat(400);
+    let agent = agent_with(
+        store.clone(),
+        scripted(vec![Response::new().text_chunked(long.clone(), 5, 5)]),
+        AgentConfig::default(),
+    );
+    let turn = agent.start_turn("ctx-cs", "talk", None).await.unwrap();
+    wait_for(&store, "ctx-cs", turn.start_seq, |e| {
+        matches!(&e.payload, EventPayload::ContentDelta(d) if d.index >= 3)
+    })
+    .await;
+    turn.cancel();
+    assert_eq!(turn.wait().await.unwrap(), TaskState::Canceled);
+
+    let events = events(&store, "ctx-cs").await;
+    assert_well_formed(&events);
+    assert_ends_with_terminal(&events, "canceled");
+    let complete = events
+        .iter()
+        .find_map(|e| match &e.payload {
+            EventPayload::ContentComplete(c) => Some(c.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(complete.finish_reason.as_deref(), Some("canceled"));
+    let history = store.load_messages("ctx-cs").await.unwrap();
+    assert_eq!(history.len(), 2);
+    assert_eq!(history[1].role, Role::Assistant);
+    assert_eq!(history[1].content, complete.content);
+    assert!(!history[1].content.is_empty() && history[1].content.len() < long.len());
+}
+
+#[tokio::test]
+async fn cancel_mid_tool_answers_every_call() {
+    let db = TestDb::new();
+    let store = db.open();
+    let agent = agent_with(
+        store.clone(),
+        scripted(vec![
+            Response::new()
+                .tool_call("calculator", json!({"expression": "2+2"}))
+                .tool_call("sleep", json!({"ms": 60000, "label": "long"})),
+            Response::new().text("never"),
+        ]),
+        AgentConfig::default(),
+    );
+    let turn = agent.start_turn("ctx-ct", "work", None).await.unwrap();
+    let task_id = turn.task_id.clone();
+    wait_for(&store, "ctx-ct", turn.start_seq, |e| {
+        matches!(&e.payload, EventPayload::ToolStart(s) if s.tool_name == "sleep")
+    })
+    .await;
+    // Cancel through the agent (as the server does), not the handle.
+    agent.cancel(&task_id).await.unwrap();
+    assert_eq!(turn.wait().await.unwrap(), TaskState::Canceled);
+
+    let events = events(&store, "ctx-ct").await;
+    assert_well_formed(&events);
+    assert_ends_with_terminal(&events, "canceled");
+    let history = store.load_messages("ctx-ct").await.unwrap();
+    assert_history_consistent(&history);
+    let roles: Vec<Role> = history.iter().map(|m| m.role).collect();
+    assert_eq!(roles, [Role::User, Role::Assistant, Role::Tool, Role::Tool]);
+    assert_eq!(history[2].content, "4");
+    assert!(!history[2].is_error);
+    assert!(history[3].is_error);
+    assert!(history[3].content.starts_with("canceled"));
+    let task = store.get_task(&task_id).await.unwrap().unwrap();
+    assert_eq!(task.state, TaskState::Canceled);
+
+    // The context is usable again, with a valid history for the model.
+    let next = agent.start_turn("ctx-ct", "again", None).await.unwrap();
+    assert_eq!(next.wait().await.unwrap(), TaskState::Completed);
+}
+
+#[tokio::test]
+async fn cancel_before_the_model_answers() {
+    let db = TestDb::new();
+    let store = db.open();
+    let agent = agent_with(
+        store.clone(),
+        scripted(vec![Response::new().pause_ms(60_000).text("late")]),
+        AgentConfig::default(),
+    );
+    let turn = agent.start_turn("ctx-cb", "hi", None).await.unwrap();
+    wait_for(&store, "ctx-cb", turn.start_seq, |e| e.kind() == "internal:llm-call").await;
+    turn.cancel();
+    assert_eq!(turn.wait().await.unwrap(), TaskState::Canceled);
+    let events = events(&store, "ctx-cb").await;
+    assert_well_formed(&events);
+    assert_ends_with_terminal(&events, "canceled");
+    assert_eq!(store.load_messages("ctx-cb").await.unwrap().len(), 1);
+}

@@ -1,0 +1,265 @@
+//! Anthropic Messages streaming: text, tool use, extended thinking with signatures.
+//!
+//! ```
+//! use looopy_llm::anthropic::{AnthropicConfig, AnthropicProvider};
+//! use looopy_llm::Provider;
+//!
+//! let config = AnthropicConfig::default().api_key("sk-ant-…").max_tokens(8192).thinking_budget(2048);
+//! let provider = AnthropicProvider::new(config)?;
+//! assert_eq!(provider.name(), "anthropic");
+//! # Ok::<(), looopy_llm::LlmError>(())
+//! ```
+
+mod decoder;
+mod request;
+mod wire;
+
+use std::fmt;
+
+use bytes::Bytes;
+use reqwest::Url;
+use reqwest::header::HeaderMap;
+
+use crate::http::{
+    CallSpec, HttpSettings, ThoughtTags, failed, http_setters, join_url, start_call,
+};
+use crate::{ChatRequest, LlmError, LlmStream, Provider};
+use decoder::MessagesDecoder;
+
+/// The public Anthropic endpoint.
+pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+/// The model used when neither the request nor the configuration names one.
+pub const DEFAULT_MODEL: &str = "claude-sonnet-4-5";
+/// The API version sent in `anthropic-version`.
+pub const API_VERSION: &str = "2023-06-01";
+/// `max_tokens` is required by the API; this is used when the request sets none.
+pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+
+/// How to reach the Anthropic Messages API (or a compatible server).
+#[derive(Clone, PartialEq)]
+pub struct AnthropicConfig {
+    /// Base URL; requests go to `{base_url}/v1/messages` (or `{base_url}/messages` when the
+    /// base already ends in `/v1`).
+    pub base_url: String,
+    /// Sent as `x-api-key`.
+    pub api_key: Option<String>,
+    pub model: String,
+    /// `max_tokens` when the request does not set it.
+    pub max_tokens: u32,
+    /// Enables extended thinking with this token budget.
+    pub thinking_budget: Option<u32>,
+    pub http: HttpSettings,
+    pub thoughts: ThoughtTags,
+}
+
+impl Default for AnthropicConfig {
+    fn default() -> Self {
+        Self::new(DEFAULT_BASE_URL)
+    }
+}
+
+impl fmt::Debug for AnthropicConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AnthropicConfig")
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("model", &self.model)
+            .field("max_tokens", &self.max_tokens)
+            .field("thinking_budget", &self.thinking_budget)
+            .field("http", &self.http)
+            .field("thoughts", &self.thoughts)
+            .finish()
+    }
+}
+
+impl AnthropicConfig {
+    pub fn new(base_url: impl Into<String>) -> Self {
+        Self {
+            base_url: base_url.into(),
+            api_key: None,
+            model: DEFAULT_MODEL.to_string(),
+            max_tokens: DEFAULT_MAX_TOKENS,
+            thinking_budget: None,
+            http: HttpSettings::default(),
+            thoughts: ThoughtTags::Default,
+        }
+    }
+
+    /// Reads `ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL` and `ANTHROPIC_MODEL` (empty values
+    /// count as unset).
+    pub fn from_env() -> Self {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// [`from_env`](Self::from_env) with a custom variable source.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
+        let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
+        let mut config =
+            Self::new(get("ANTHROPIC_BASE_URL").unwrap_or_else(|| DEFAULT_BASE_URL.to_string()));
+        config.api_key = get("ANTHROPIC_API_KEY");
+        if let Some(model) = get("ANTHROPIC_MODEL") {
+            config.model = model;
+        }
+        config
+    }
+
+    pub fn base_url(mut self, base_url: impl Into<String>) -> Self {
+        self.base_url = base_url.into();
+        self
+    }
+
+    pub fn api_key(mut self, key: impl Into<String>) -> Self {
+        self.api_key = Some(key.into());
+        self
+    }
+
+    pub fn model(mut self, model: impl Into<String>) -> Self {
+        self.model = model.into();
+        self
+    }
+
+    pub fn max_tokens(mut self, max_tokens: u32) -> Self {
+        self.max_tokens = max_tokens;
+        self
+    }
+
+    /// Turns on extended thinking with `budget` tokens.
+    pub fn thinking_budget(mut self, budget: u32) -> Self {
+        self.thinking_budget = Some(budget);
+        self
+    }
+}
+
+http_setters!(AnthropicConfig);
+
+/// Streams the Messages API. One HTTP request per [`Provider::stream`] call, sent when the
+/// stream is first polled and aborted when it is dropped.
+#[derive(Debug, Clone)]
+pub struct AnthropicProvider {
+    config: AnthropicConfig,
+    client: reqwest::Client,
+    url: Url,
+    headers: HeaderMap,
+}
+
+impl AnthropicProvider {
+    /// Validates the configuration (URL, key, headers) and builds the HTTP client.
+    pub fn new(config: AnthropicConfig) -> Result<Self, LlmError> {
+        let base = config.base_url.trim_end_matches('/');
+        let path = if base.ends_with("/v1") {
+            "/messages"
+        } else {
+            "/v1/messages"
+        };
+        let url = join_url(base, path)?;
+        if config.api_key.is_none() && base == DEFAULT_BASE_URL {
+            return Err(LlmError::Config(
+                "ANTHROPIC_API_KEY is not set (required by api.anthropic.com)".into(),
+            ));
+        }
+        let mut fixed = vec![
+            ("content-type", "application/json"),
+            ("accept", "text/event-stream"),
+            ("anthropic-version", API_VERSION),
+        ];
+        if let Some(key) = &config.api_key {
+            fixed.push(("x-api-key", key.as_str()));
+        }
+        let headers = config.http.header_map(&fixed)?;
+        let client = config.http.build_client()?;
+        Ok(Self {
+            config,
+            client,
+            url,
+            headers,
+        })
+    }
+
+    /// [`AnthropicConfig::from_env`] then [`new`](Self::new).
+    pub fn from_env() -> Result<Self, LlmError> {
+        Self::new(AnthropicConfig::from_env())
+    }
+
+    pub fn config(&self) -> &AnthropicConfig {
+        &self.config
+    }
+}
+
+impl Provider for AnthropicProvider {
+    fn name(&self) -> &str {
+        "anthropic"
+    }
+
+    fn default_model(&self) -> &str {
+        &self.config.model
+    }
+
+    fn stream(&self, request: ChatRequest) -> LlmStream {
+        let model = if request.model.is_empty() {
+            self.config.model.as_str()
+        } else {
+            request.model.as_str()
+        };
+        if model.is_empty() {
+            return failed(LlmError::Config(
+                "no model configured (set ANTHROPIC_MODEL)".into(),
+            ));
+        }
+        let options = request::Options {
+            model,
+            max_tokens: self.config.max_tokens,
+            thinking_budget: self.config.thinking_budget,
+        };
+        let body = match request::build_body(&request, options) {
+            Ok(body) => Bytes::from(body),
+            Err(error) => {
+                return failed(LlmError::Config(format!(
+                    "cannot encode the request: {error}"
+                )));
+            }
+        };
+        let spec = CallSpec {
+            client: self.client.clone(),
+            url: self.url.clone(),
+            headers: self.headers.clone(),
+            body,
+            retry: self.config.http.retry_policy(),
+            idle_timeout: self.config.http.idle_timeout,
+            provider: "anthropic",
+        };
+        let thoughts = self.config.thoughts.clone();
+        start_call(spec, move || MessagesDecoder::new(&thoughts))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn from_lookup_reads_the_usual_variables() {
+        let config = AnthropicConfig::from_lookup(|name| match name {
+            "ANTHROPIC_API_KEY" => Some("sk-ant".into()),
+            "ANTHROPIC_MODEL" => Some("claude-x".into()),
+            _ => None,
+        });
+        assert_eq!(
+            (config.base_url.as_str(), config.model.as_str()),
+            (DEFAULT_BASE_URL, "claude-x")
+        );
+        assert!(!format!("{config:?}").contains("sk-ant"));
+    }
+
+    #[test]
+    fn url_and_key_rules() {
+        assert!(matches!(
+            AnthropicProvider::new(AnthropicConfig::default()),
+            Err(LlmError::Config(_))
+        ));
+        let local = AnthropicProvider::new(AnthropicConfig::new("http://127.0.0.1:9/v1/")).unwrap();
+        assert_eq!(local.url.as_str(), "http://127.0.0.1:9/v1/messages");
+        let public = AnthropicProvider::new(AnthropicConfig::default().api_key("k")).unwrap();
+        assert_eq!(public.url.as_str(), "https://api.anthropic.com/v1/messages");
+        assert_eq!(public.headers["anthropic-version"], API_VERSION);
+    }
+}

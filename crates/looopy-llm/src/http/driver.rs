@@ -1,0 +1,297 @@
+//! One streaming model call over HTTP: sent lazily on first poll, retried only while the
+//! consumer has seen nothing, bounded by an idle timeout, and aborted by dropping it.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use bytes::Bytes;
+use looopy_stream::sse::{SseDecoder, SseEvent};
+use reqwest::header::{CONTENT_TYPE, HeaderMap};
+use reqwest::{Response, Url};
+
+use super::describe;
+use super::error_body::{http_error_message, stream_error};
+use super::retry::{RetryPolicy, parse_retry_after};
+use crate::{LlmError, LlmEvent, LlmStream};
+
+/// Largest error body read from a failed response; the rest is not worth the wait.
+const MAX_ERROR_BODY: usize = 64 * 1024;
+
+/// Whether a decoded SSE event ended the model's response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Progress {
+    Continue,
+    /// The response is complete; the final events (ending in `Finish`) are queued.
+    Done,
+}
+
+/// A provider's wire format: turns SSE events into [`LlmEvent`]s. One decoder per attempt.
+pub(crate) trait WireDecoder: Send + 'static {
+    /// Handles one SSE event, queueing any events it produces.
+    fn on_event(
+        &mut self,
+        event: &SseEvent,
+        out: &mut VecDeque<LlmEvent>,
+    ) -> Result<Progress, LlmError>;
+    /// The body ended without `Progress::Done`: queue the final events if the response
+    /// was complete anyway, or say why it was not.
+    fn on_eof(&mut self, out: &mut VecDeque<LlmEvent>) -> Result<(), LlmError>;
+}
+
+/// Everything needed to send the request again on a retry.
+#[derive(Debug, Clone)]
+pub(crate) struct CallSpec {
+    pub client: reqwest::Client,
+    pub url: Url,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+    pub retry: RetryPolicy,
+    pub idle_timeout: Duration,
+    /// Provider name for diagnostics.
+    pub provider: &'static str,
+}
+
+/// Starts (lazily) a call whose body is decoded by decoders made by `new_decoder`.
+pub(crate) fn start_call<D, F>(spec: CallSpec, new_decoder: F) -> LlmStream
+where
+    D: WireDecoder,
+    F: FnMut() -> D + Send + 'static,
+{
+    let call = Call {
+        spec,
+        new_decoder,
+        retries: 0,
+        phase: Phase::Idle,
+        sse: SseDecoder::new(),
+        sse_events: Vec::new(),
+        queue: VecDeque::new(),
+        error: None,
+        delivered: false,
+    };
+    Box::pin(futures::stream::unfold(call, |mut call| async move {
+        let item = call.next_item().await?;
+        Some((item, call))
+    }))
+}
+
+enum Phase<D> {
+    /// No request in flight: the next poll sends one.
+    Idle,
+    Streaming {
+        response: Response,
+        decoder: D,
+    },
+    Finished,
+}
+
+struct Call<D, F> {
+    spec: CallSpec,
+    new_decoder: F,
+    retries: u32,
+    phase: Phase<D>,
+    sse: SseDecoder,
+    sse_events: Vec<SseEvent>,
+    /// Decoded events not yet handed to the consumer.
+    queue: VecDeque<LlmEvent>,
+    /// The error that ends the stream once `queue` is drained.
+    error: Option<LlmError>,
+    /// Whether the consumer has received any event: from then on nothing is retried.
+    delivered: bool,
+}
+
+impl<D: WireDecoder, F: FnMut() -> D + Send> Call<D, F> {
+    async fn next_item(&mut self) -> Option<Result<LlmEvent, LlmError>> {
+        loop {
+            if let Some(event) = self.queue.pop_front() {
+                self.delivered = true;
+                return Some(Ok(event));
+            }
+            if let Some(error) = self.error.take() {
+                return Some(Err(error));
+            }
+            match &mut self.phase {
+                Phase::Finished => return None,
+                Phase::Idle => match self.open().await {
+                    Ok(response) => {
+                        self.sse = SseDecoder::new();
+                        self.phase = Phase::Streaming {
+                            response,
+                            decoder: (self.new_decoder)(),
+                        };
+                    }
+                    Err(error) => {
+                        self.phase = Phase::Finished;
+                        return Some(Err(error));
+                    }
+                },
+                Phase::Streaming { response, decoder } => {
+                    let step = read_step(
+                        response,
+                        decoder,
+                        &mut self.sse,
+                        &mut self.sse_events,
+                        &mut self.queue,
+                        self.spec.idle_timeout,
+                    )
+                    .await;
+                    match step {
+                        Ok(Progress::Continue) => {}
+                        Ok(Progress::Done) => self.phase = Phase::Finished,
+                        Err(error) => self.fail_stream(error).await,
+                    }
+                }
+            }
+        }
+    }
+
+    /// A failure after the response started: retried from scratch if the consumer has
+    /// seen nothing yet, otherwise reported after the events already decoded.
+    async fn fail_stream(&mut self, error: LlmError) {
+        if !self.delivered {
+            if let Some(delay) = self.spec.retry.delay_for(&error, self.retries) {
+                self.retries += 1;
+                tracing::warn!(provider = self.spec.provider, retry = self.retries, ?delay, %error, "stream failed before any output; retrying");
+                self.queue.clear();
+                self.phase = Phase::Idle;
+                tokio::time::sleep(delay).await;
+                return;
+            }
+        }
+        self.phase = Phase::Finished;
+        self.error = Some(error);
+    }
+
+    /// Sends the request until it gets a streaming response or a final error.
+    async fn open(&mut self) -> Result<Response, LlmError> {
+        loop {
+            let error = match send_once(&self.spec).await {
+                Ok(response) => return Ok(response),
+                Err(error) => error,
+            };
+            let Some(delay) = self.spec.retry.delay_for(&error, self.retries) else {
+                return Err(error);
+            };
+            self.retries += 1;
+            tracing::warn!(provider = self.spec.provider, retry = self.retries, ?delay, %error, "request failed; retrying");
+            tokio::time::sleep(delay).await;
+        }
+    }
+}
+
+/// One attempt: a response ready to stream, or why not.
+async fn send_once(spec: &CallSpec) -> Result<Response, LlmError> {
+    tracing::debug!(provider = spec.provider, url = %spec.url, "sending model request");
+    let send = spec
+        .client
+        .post(spec.url.clone())
+        .headers(spec.headers.clone())
+        .body(spec.body.clone())
+        .send();
+    let response = match tokio::time::timeout(spec.idle_timeout, send).await {
+        Err(_) => return Err(LlmError::IdleTimeout(spec.idle_timeout)),
+        Ok(Err(error)) if error.is_builder() => return Err(LlmError::Config(describe(&error))),
+        Ok(Err(error)) => return Err(LlmError::Connect(describe(&error))),
+        Ok(Ok(response)) => response,
+    };
+    let status = response.status();
+    if !status.is_success() {
+        let retry_after = parse_retry_after(response.headers());
+        let body = read_capped(response, spec.idle_timeout).await;
+        let mut message = http_error_message(&body);
+        if message.is_empty() {
+            message = status.canonical_reason().unwrap_or("error").to_string();
+        }
+        return Err(LlmError::Http {
+            status: status.as_u16(),
+            message,
+            retry_after,
+        });
+    }
+    if is_json(response.headers()) {
+        // A server that ignored `stream: true`, or a gateway answering 200 with an error.
+        let body = read_capped(response, spec.idle_timeout).await;
+        return Err(json_instead_of_stream(&body));
+    }
+    Ok(response)
+}
+
+/// Reads one body chunk and decodes it.
+async fn read_step<D: WireDecoder>(
+    response: &mut Response,
+    decoder: &mut D,
+    sse: &mut SseDecoder,
+    sse_events: &mut Vec<SseEvent>,
+    queue: &mut VecDeque<LlmEvent>,
+    idle_timeout: Duration,
+) -> Result<Progress, LlmError> {
+    let chunk = match tokio::time::timeout(idle_timeout, response.chunk()).await {
+        Err(_) => return Err(LlmError::IdleTimeout(idle_timeout)),
+        Ok(Err(error)) => return Err(LlmError::Interrupted(describe(&error))),
+        Ok(Ok(chunk)) => chunk,
+    };
+    sse_events.clear();
+    let at_eof = match chunk {
+        Some(bytes) => {
+            sse.push_into(&bytes, sse_events);
+            false
+        }
+        None => {
+            sse_events.extend(sse.finish());
+            true
+        }
+    };
+    if let Some(error) = sse.take_errors().into_iter().next() {
+        return Err(LlmError::Decode(error.to_string()));
+    }
+    for event in sse_events.iter() {
+        if decoder.on_event(event, queue)? == Progress::Done {
+            return Ok(Progress::Done);
+        }
+    }
+    if at_eof {
+        decoder.on_eof(queue)?;
+        return Ok(Progress::Done);
+    }
+    Ok(Progress::Continue)
+}
+
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("application/json")
+        })
+}
+
+fn json_instead_of_stream(body: &[u8]) -> LlmError {
+    let text = String::from_utf8_lossy(body);
+    let has_error = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .is_some_and(|v| v.get("error").is_some_and(|e| !e.is_null()));
+    if has_error {
+        stream_error(&text)
+    } else {
+        LlmError::Decode(
+            "expected a text/event-stream response but the server sent JSON (does it support `stream: true`?)".into(),
+        )
+    }
+}
+
+/// Reads at most [`MAX_ERROR_BODY`] bytes of a body, giving up quietly on errors or silence:
+/// the status already says what went wrong.
+async fn read_capped(mut response: Response, idle_timeout: Duration) -> Vec<u8> {
+    let mut body = Vec::new();
+    while body.len() < MAX_ERROR_BODY {
+        match tokio::time::timeout(idle_timeout, response.chunk()).await {
+            Ok(Ok(Some(chunk))) => {
+                let room = MAX_ERROR_BODY - body.len();
+                body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            }
+            _ => break,
+        }
+    }
+    body
+}

@@ -1,0 +1,247 @@
+//! HTTP plumbing shared by the streaming providers: the client, retry and backoff,
+//! timeouts, error bodies, and the lazy, cancellable SSE call that every provider drives.
+
+mod driver;
+mod error_body;
+pub(crate) mod lenient;
+mod retry;
+
+use std::time::Duration;
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+
+pub(crate) use driver::{CallSpec, Progress, WireDecoder, start_call};
+pub(crate) use error_body::{error_member, stream_error, truncate};
+pub(crate) use retry::RetryPolicy;
+
+use crate::LlmError;
+
+/// Connection and retry settings common to every HTTP provider.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpSettings {
+    /// Extra request headers (gateway keys, organisation ids, tracing headers).
+    pub headers: Vec<(String, String)>,
+    /// How long establishing a connection (TCP + TLS) may take.
+    pub connect_timeout: Duration,
+    /// How long to wait for response headers, and then between two chunks of the body.
+    pub idle_timeout: Duration,
+    /// How many times a failed request is sent again (0 = never). Only failures before
+    /// any event was delivered are retried.
+    pub max_retries: u32,
+    /// Delay before the first retry; doubles every retry (with jitter) up to `max_backoff`.
+    pub initial_backoff: Duration,
+    pub max_backoff: Duration,
+    /// A server's `Retry-After` longer than this fails the call instead of waiting.
+    pub max_retry_after: Duration,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        Self {
+            headers: Vec::new(),
+            connect_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(180),
+            max_retries: 2,
+            initial_backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(20),
+            max_retry_after: Duration::from_secs(60),
+        }
+    }
+}
+
+impl HttpSettings {
+    pub(crate) fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy {
+            max_retries: self.max_retries,
+            initial_backoff: self.initial_backoff,
+            max_backoff: self.max_backoff.max(self.initial_backoff),
+            max_retry_after: self.max_retry_after,
+        }
+    }
+
+    /// One client per provider: it pools connections across calls.
+    pub(crate) fn build_client(&self) -> Result<reqwest::Client, LlmError> {
+        reqwest::Client::builder()
+            .connect_timeout(self.connect_timeout)
+            .tcp_nodelay(true)
+            .user_agent(concat!("looopy/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| {
+                LlmError::Config(format!("cannot build the HTTP client: {}", describe(&e)))
+            })
+    }
+
+    /// `fixed` headers (provider auth and version) plus the user's extra headers, which
+    /// win on conflict. Invalid names or values are a configuration error.
+    pub(crate) fn header_map(&self, fixed: &[(&str, &str)]) -> Result<HeaderMap, LlmError> {
+        let mut map = HeaderMap::new();
+        let pairs = fixed
+            .iter()
+            .copied()
+            .chain(self.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        for (name, value) in pairs {
+            let header = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| LlmError::Config(format!("invalid header name {name:?}")))?;
+            let mut value = HeaderValue::from_str(value)
+                .map_err(|_| LlmError::Config(format!("invalid value for header {name:?}")))?;
+            if is_secret(&header) {
+                value.set_sensitive(true);
+            }
+            map.insert(header, value);
+        }
+        Ok(map)
+    }
+}
+
+fn is_secret(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "authorization" | "x-api-key" | "api-key" | "proxy-authorization"
+    )
+}
+
+/// Which inline thought tags are split out of model text.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ThoughtTags {
+    /// The splitter's default tag set (`thinking`, `think`, `thought`, `reasoning`, …).
+    #[default]
+    Default,
+    /// Only these tag names.
+    Custom(Vec<String>),
+    /// Text passes through untouched.
+    Disabled,
+}
+
+/// An error and its causes on one line (reqwest hides the useful part in `source()`).
+pub(crate) fn describe(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// A stream that yields one error: a problem found before any I/O (bad configuration).
+pub(crate) fn failed(error: LlmError) -> crate::LlmStream {
+    Box::pin(futures::stream::once(async move { Err(error) }))
+}
+
+/// `base` without trailing slashes, joined with `path`.
+pub(crate) fn join_url(base: &str, path: &str) -> Result<reqwest::Url, LlmError> {
+    let joined = format!("{}{path}", base.trim_end_matches('/'));
+    reqwest::Url::parse(&joined)
+        .map_err(|e| LlmError::Config(format!("invalid base URL {base:?}: {e}")))
+}
+
+/// Builder-style setters shared by provider configs that have `http: HttpSettings` and
+/// `thoughts: ThoughtTags` fields.
+macro_rules! http_setters {
+    ($config:ty) => {
+        impl $config {
+            /// Adds a request header sent with every call.
+            pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+                self.http.headers.push((name.into(), value.into()));
+                self
+            }
+            pub fn connect_timeout(mut self, timeout: std::time::Duration) -> Self {
+                self.http.connect_timeout = timeout;
+                self
+            }
+            /// Maximum silence before the response headers and between body chunks.
+            pub fn idle_timeout(mut self, timeout: std::time::Duration) -> Self {
+                self.http.idle_timeout = timeout;
+                self
+            }
+            pub fn max_retries(mut self, retries: u32) -> Self {
+                self.http.max_retries = retries;
+                self
+            }
+            pub fn initial_backoff(mut self, backoff: std::time::Duration) -> Self {
+                self.http.initial_backoff = backoff;
+                self
+            }
+            pub fn max_backoff(mut self, backoff: std::time::Duration) -> Self {
+                self.http.max_backoff = backoff;
+                self
+            }
+            /// Longest `Retry-After` the provider waits for before giving up.
+            pub fn max_retry_after(mut self, wait: std::time::Duration) -> Self {
+                self.http.max_retry_after = wait;
+                self
+            }
+            /// Splits only these inline thought tags out of the text.
+            pub fn thought_tags<I, S>(mut self, tags: I) -> Self
+            where
+                I: IntoIterator<Item = S>,
+                S: Into<String>,
+            {
+                self.thoughts =
+                    $crate::http::ThoughtTags::Custom(tags.into_iter().map(Into::into).collect());
+                self
+            }
+            /// Turns inline thought extraction on (default tags) or off (text untouched).
+            pub fn inline_thoughts(mut self, enabled: bool) -> Self {
+                self.thoughts = if enabled {
+                    $crate::http::ThoughtTags::Default
+                } else {
+                    $crate::http::ThoughtTags::Disabled
+                };
+                self
+            }
+        }
+    };
+}
+pub(crate) use http_setters;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_are_validated_and_extra_headers_win() {
+        let settings = HttpSettings {
+            headers: vec![
+                ("X-Team".into(), "core".into()),
+                ("authorization".into(), "Bearer mine".into()),
+            ],
+            ..HttpSettings::default()
+        };
+        let map = settings
+            .header_map(&[("authorization", "Bearer key")])
+            .unwrap();
+        assert_eq!(map["x-team"], "core");
+        assert_eq!(map["authorization"], "Bearer mine");
+        assert!(map["authorization"].is_sensitive());
+
+        let bad = HttpSettings {
+            headers: vec![("bad name".into(), "v".into())],
+            ..HttpSettings::default()
+        };
+        assert!(matches!(bad.header_map(&[]), Err(LlmError::Config(_))));
+        let bad = HttpSettings {
+            headers: vec![("x".into(), "line\nbreak".into())],
+            ..HttpSettings::default()
+        };
+        assert!(matches!(bad.header_map(&[]), Err(LlmError::Config(_))));
+    }
+
+    #[test]
+    fn urls_join_without_double_slashes() {
+        assert_eq!(
+            join_url("http://h:1/v1/", "/chat/completions")
+                .unwrap()
+                .as_str(),
+            "http://h:1/v1/chat/completions"
+        );
+        assert!(matches!(
+            join_url("not a url", "/x"),
+            Err(LlmError::Config(_))
+        ));
+    }
+}

@@ -1,0 +1,235 @@
+//! OpenAI Chat Completions streaming — also what LiteLLM, vLLM, Ollama and llama.cpp serve.
+//!
+//! ```
+//! use looopy_llm::openai::{OpenAiConfig, OpenAiProvider};
+//! use looopy_llm::Provider;
+//! use std::time::Duration;
+//!
+//! let config = OpenAiConfig::new("http://localhost:11434/v1")
+//!     .model("llama3.2")
+//!     .idle_timeout(Duration::from_secs(60))
+//!     .max_retries(3);
+//! let provider = OpenAiProvider::new(config)?;
+//! assert_eq!(provider.default_model(), "llama3.2");
+//! # Ok::<(), looopy_llm::LlmError>(())
+//! ```
+
+mod decoder;
+mod request;
+pub(crate) mod tool_calls;
+mod wire;
+
+use std::fmt;
+
+use bytes::Bytes;
+use reqwest::Url;
+use reqwest::header::HeaderMap;
+
+use crate::http::{
+    CallSpec, HttpSettings, ThoughtTags, failed, http_setters, join_url, start_call,
+};
+use crate::{ChatRequest, LlmError, LlmStream, Provider};
+use decoder::ChatCompletionsDecoder;
+
+/// The public OpenAI endpoint.
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+/// The model used when neither the request nor the configuration names one.
+pub const DEFAULT_MODEL: &str = "gpt-4o-mini";
+
+/// How to reach an OpenAI-compatible server. Build with [`OpenAiConfig::new`] or
+/// [`OpenAiConfig::from_env`] and the builder-style setters.
+#[derive(Clone, PartialEq)]
+pub struct OpenAiConfig {
+    /// Base URL; requests go to `{base_url}/chat/completions`.
+    pub base_url: String,
+    /// Sent as `Authorization: Bearer …`; local servers usually need none.
+    pub api_key: Option<String>,
+    pub model: String,
+    pub http: HttpSettings,
+    pub thoughts: ThoughtTags,
+}
+
+impl Default for OpenAiConfig {
+    fn default() -> Self {
+        Self::new(DEFAULT_BASE_URL)
+    }
+}
+
+impl fmt::Debug for OpenAiConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenAiConfig")
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("model", &self.model)
+            .field("http", &self.http)
+            .field("thoughts", &self.thoughts)
+            .finish()
+    }
+}
+
+impl OpenAiConfig {
+    pub fn new(base_url: impl Into<String>) -> Self {
+        Self {
+            base_url: base_url.into(),
+            api_key: None,
+            model: DEFAULT_MODEL.to_string(),
+            http: HttpSettings::default(),
+            thoughts: ThoughtTags::Default,
+        }
+    }
+
+    /// Reads `OPENAI_API_KEY`, `OPENAI_BASE_URL` and `OPENAI_MODEL` (empty values count
+    /// as unset).
+    pub fn from_env() -> Self {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// [`from_env`](Self::from_env) with a custom variable source (tests, config files).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
+        let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
+        let mut config =
+            Self::new(get("OPENAI_BASE_URL").unwrap_or_else(|| DEFAULT_BASE_URL.to_string()));
+        config.api_key = get("OPENAI_API_KEY");
+        if let Some(model) = get("OPENAI_MODEL") {
+            config.model = model;
+        }
+        config
+    }
+
+    pub fn base_url(mut self, base_url: impl Into<String>) -> Self {
+        self.base_url = base_url.into();
+        self
+    }
+
+    pub fn api_key(mut self, key: impl Into<String>) -> Self {
+        self.api_key = Some(key.into());
+        self
+    }
+
+    pub fn model(mut self, model: impl Into<String>) -> Self {
+        self.model = model.into();
+        self
+    }
+}
+
+http_setters!(OpenAiConfig);
+
+/// Streams Chat Completions. One HTTP request per [`Provider::stream`] call, sent when the
+/// stream is first polled and aborted when it is dropped.
+#[derive(Debug, Clone)]
+pub struct OpenAiProvider {
+    config: OpenAiConfig,
+    client: reqwest::Client,
+    url: Url,
+    headers: HeaderMap,
+}
+
+impl OpenAiProvider {
+    /// Validates the configuration (URL, headers) and builds the HTTP client.
+    pub fn new(config: OpenAiConfig) -> Result<Self, LlmError> {
+        let url = join_url(&config.base_url, "/chat/completions")?;
+        if config.api_key.is_none() && config.base_url.trim_end_matches('/') == DEFAULT_BASE_URL {
+            return Err(LlmError::Config(
+                "OPENAI_API_KEY is not set (required by api.openai.com)".into(),
+            ));
+        }
+        let bearer = config.api_key.as_ref().map(|key| format!("Bearer {key}"));
+        let mut fixed = vec![
+            ("content-type", "application/json"),
+            ("accept", "text/event-stream"),
+        ];
+        if let Some(bearer) = &bearer {
+            fixed.push(("authorization", bearer.as_str()));
+        }
+        let headers = config.http.header_map(&fixed)?;
+        let client = config.http.build_client()?;
+        Ok(Self {
+            config,
+            client,
+            url,
+            headers,
+        })
+    }
+
+    /// [`OpenAiConfig::from_env`] then [`new`](Self::new).
+    pub fn from_env() -> Result<Self, LlmError> {
+        Self::new(OpenAiConfig::from_env())
+    }
+
+    pub fn config(&self) -> &OpenAiConfig {
+        &self.config
+    }
+}
+
+impl Provider for OpenAiProvider {
+    fn name(&self) -> &str {
+        "openai"
+    }
+
+    fn default_model(&self) -> &str {
+        &self.config.model
+    }
+
+    fn stream(&self, request: ChatRequest) -> LlmStream {
+        let model = if request.model.is_empty() {
+            self.config.model.as_str()
+        } else {
+            request.model.as_str()
+        };
+        if model.is_empty() {
+            return failed(LlmError::Config(
+                "no model configured (set OPENAI_MODEL)".into(),
+            ));
+        }
+        let body = match request::build_body(&request, model) {
+            Ok(body) => Bytes::from(body),
+            Err(error) => {
+                return failed(LlmError::Config(format!(
+                    "cannot encode the request: {error}"
+                )));
+            }
+        };
+        let spec = CallSpec {
+            client: self.client.clone(),
+            url: self.url.clone(),
+            headers: self.headers.clone(),
+            body,
+            retry: self.config.http.retry_policy(),
+            idle_timeout: self.config.http.idle_timeout,
+            provider: "openai",
+        };
+        let thoughts = self.config.thoughts.clone();
+        start_call(spec, move || ChatCompletionsDecoder::new(&thoughts))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn from_lookup_reads_the_usual_variables() {
+        let vars = |name: &str| match name {
+            "OPENAI_API_KEY" => Some("sk-test".to_string()),
+            "OPENAI_BASE_URL" => Some("http://localhost:4000/v1".to_string()),
+            "OPENAI_MODEL" => Some("  ".to_string()),
+            _ => None,
+        };
+        let config = OpenAiConfig::from_lookup(vars);
+        assert_eq!(config.base_url, "http://localhost:4000/v1");
+        assert_eq!(config.api_key.as_deref(), Some("sk-test"));
+        assert_eq!(config.model, DEFAULT_MODEL);
+        assert!(!format!("{config:?}").contains("sk-test"));
+    }
+
+    #[test]
+    fn the_public_endpoint_needs_a_key_but_local_servers_do_not() {
+        assert!(matches!(
+            OpenAiProvider::new(OpenAiConfig::default()),
+            Err(LlmError::Config(_))
+        ));
+        assert!(OpenAiProvider::new(OpenAiConfig::new("http://127.0.0.1:1/v1")).is_ok());
+        let bad = OpenAiConfig::new("http://127.0.0.1:1/v1").header("bad header", "x");
+        assert!(matches!(OpenAiProvider::new(bad), Err(LlmError::Config(_))));
+    }
+}

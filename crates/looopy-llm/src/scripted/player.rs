@@ -1,0 +1,354 @@
+//! Plays one scripted response as a stream of [`LlmEvent`]s, one step at a time.
+//!
+//! Events are produced on demand: a million-delta `repeat_text` never exists in memory at
+//! once, and a pause is a `tokio::time::sleep` inside the poll, so dropping the stream ends
+//! everything.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use looopy_protocol::ToolCall;
+use looopy_stream::thought::{SplitEvent, Thought, ThoughtConfig, ThoughtSplitter};
+use serde_json::Value;
+
+use super::context::Conversation;
+use super::script::{DEFAULT_CHUNK_SIZE, Response, Script, Step, ToolArguments};
+use crate::{FinishReason, LlmError, LlmEvent, ThoughtInfo, TokenUsage};
+
+/// The `kind` of the [`LlmError::Provider`] produced by a `fail` step.
+pub const SCRIPTED_FAILURE_KIND: &str = "scripted_failure";
+
+type Item = Result<LlmEvent, LlmError>;
+
+/// Text being streamed chunk by chunk.
+struct ActiveText {
+    text: String,
+    offset: usize,
+    chunk_size: usize,
+    delay: Duration,
+}
+
+/// The playback state of one response.
+pub(crate) struct Player {
+    steps: std::vec::IntoIter<Step>,
+    conversation: Conversation,
+    default_chunk_size: usize,
+    default_delay_ms: u64,
+    /// Inline-thought splitter for the response's text; flushed before tool calls,
+    /// `repeat_text` and the end, so no text is held back across them. One splitter per
+    /// response keeps generated thought ids unique within the response.
+    splitter: ThoughtSplitter,
+    text: Option<ActiveText>,
+    repeat: Option<(String, u64)>,
+    pending: VecDeque<Item>,
+    tool_calls: usize,
+    reported_usage: bool,
+    finish_reason: Option<FinishReason>,
+    output_chars: u64,
+    done: bool,
+}
+
+impl Player {
+    pub fn new(script: &Script, response: Response, conversation: Conversation) -> Self {
+        // Thought ids are unique within a conversation: the prefix names the call by its
+        // position, and the splitter numbers the thoughts within it.
+        let splitter = ThoughtSplitter::new(ThoughtConfig::default())
+            .with_id_prefix(format!("thought-{}-", conversation.message_count));
+        Self {
+            steps: response.steps.into_iter(),
+            conversation,
+            default_chunk_size: response
+                .chunk_size
+                .or(script.chunk_size)
+                .unwrap_or(DEFAULT_CHUNK_SIZE)
+                .max(1),
+            default_delay_ms: response.delay_ms.or(script.delay_ms).unwrap_or(0),
+            splitter,
+            text: None,
+            repeat: None,
+            pending: VecDeque::new(),
+            tool_calls: 0,
+            reported_usage: false,
+            finish_reason: None,
+            output_chars: 0,
+            done: false,
+        }
+    }
+
+    /// The next event, or `None` once the response (or its failure) has been delivered.
+    pub async fn next_event(&mut self) -> Option<Item> {
+        loop {
+            if let Some(item) = self.pending.pop_front() {
+                return Some(item);
+            }
+            if self.done {
+                return None;
+            }
+            self.advance().await;
+        }
+    }
+
+    /// Makes progress: emits zero or more events into `pending`, possibly after a pause.
+    async fn advance(&mut self) {
+        if let Some(text) = &mut self.text {
+            let rest = &text.text[text.offset..];
+            let end = rest
+                .char_indices()
+                .nth(text.chunk_size)
+                .map_or(rest.len(), |(i, _)| i);
+            if text.offset > 0 && !text.delay.is_zero() {
+                tokio::time::sleep(text.delay).await;
+            }
+            let start = text.offset;
+            text.offset += end;
+            let finished = text.offset >= text.text.len();
+            let chunk = text.text[start..start + end].to_string();
+            if finished {
+                self.text = None;
+            }
+            self.split(&chunk);
+            return;
+        }
+        if let Some((text, remaining)) = &mut self.repeat {
+            if *remaining == 0 {
+                self.repeat = None;
+            } else {
+                *remaining -= 1;
+                self.output_chars += text.chars().count() as u64;
+                self.pending
+                    .push_back(Ok(LlmEvent::TextDelta(text.clone())));
+            }
+            return;
+        }
+        match self.steps.next() {
+            Some(step) => self.start_step(step).await,
+            None => self.finish(),
+        }
+    }
+
+    async fn start_step(&mut self, step: Step) {
+        match step {
+            Step::Text {
+                text,
+                chunk_size,
+                delay_ms,
+            } => {
+                let text = self.conversation.render(&text);
+                if !text.is_empty() {
+                    self.text = Some(ActiveText {
+                        text,
+                        offset: 0,
+                        chunk_size: chunk_size.unwrap_or(self.default_chunk_size).max(1),
+                        delay: Duration::from_millis(delay_ms.unwrap_or(self.default_delay_ms)),
+                    });
+                }
+            }
+            Step::ToolCall {
+                id,
+                name,
+                arguments,
+            } => {
+                self.flush_splitter();
+                self.tool_call(id, name, arguments);
+            }
+            Step::RepeatText { text, times } => {
+                self.flush_splitter();
+                if !text.is_empty() {
+                    self.repeat = Some((text, times));
+                }
+            }
+            Step::Usage(usage) => {
+                self.reported_usage = true;
+                self.pending.push_back(Ok(LlmEvent::Usage(usage)));
+            }
+            Step::Pause { ms } => tokio::time::sleep(Duration::from_millis(ms)).await,
+            Step::Fail { message, retryable } => {
+                tracing::debug!(%message, "scripted model: failing the stream as scripted");
+                self.pending.push_back(Err(LlmError::Provider {
+                    kind: SCRIPTED_FAILURE_KIND.to_string(),
+                    message,
+                    retryable,
+                }));
+                self.done = true;
+            }
+            Step::Finish(reason) => self.finish_reason = Some(reason),
+        }
+    }
+
+    fn tool_call(&mut self, id: Option<String>, name: String, arguments: ToolArguments) {
+        let index = self.tool_calls;
+        self.tool_calls += 1;
+        let id = id.unwrap_or_else(|| {
+            format!("call_scripted_{}_{index}", self.conversation.message_count)
+        });
+        let raw = match arguments {
+            ToolArguments::Json(value) => render_json(&self.conversation, value).to_string(),
+            ToolArguments::Raw(raw) => self.conversation.render(&raw),
+        };
+        self.output_chars += raw.chars().count() as u64;
+        self.pending.push_back(Ok(LlmEvent::ToolCallStart {
+            index,
+            id: id.clone(),
+            name: name.clone(),
+        }));
+        for chunk in chunks(&raw, self.default_chunk_size) {
+            self.pending.push_back(Ok(LlmEvent::ToolCallDelta {
+                id: id.clone(),
+                arguments: chunk.to_string(),
+            }));
+        }
+        let parsed = if raw.trim().is_empty() {
+            Ok(Value::Object(Default::default()))
+        } else {
+            serde_json::from_str::<Value>(&raw).map_err(|err| err.to_string())
+        };
+        let event = match parsed {
+            Ok(arguments @ Value::Object(_)) => LlmEvent::ToolCallComplete {
+                index,
+                call: ToolCall {
+                    id,
+                    name,
+                    arguments,
+                },
+            },
+            Ok(other) => LlmEvent::ToolCallInvalid {
+                index,
+                id,
+                name,
+                raw_arguments: raw,
+                error: format!("arguments must be a JSON object, got {other}"),
+            },
+            Err(error) => LlmEvent::ToolCallInvalid {
+                index,
+                id,
+                name,
+                raw_arguments: raw,
+                error,
+            },
+        };
+        self.pending.push_back(Ok(event));
+    }
+
+    fn split(&mut self, chunk: &str) {
+        let events = self.splitter.push(chunk);
+        self.push_split_events(events);
+    }
+
+    /// Releases held text and closes an open thought (as truncated).
+    fn flush_splitter(&mut self) {
+        let events = self.splitter.finish();
+        self.push_split_events(events);
+    }
+
+    fn push_split_events(&mut self, events: Vec<SplitEvent>) {
+        for event in events {
+            let mapped = match event {
+                SplitEvent::Text(text) if !text.is_empty() => {
+                    self.output_chars += text.chars().count() as u64;
+                    LlmEvent::TextDelta(text)
+                }
+                SplitEvent::ThoughtDelta { id, delta } if !delta.is_empty() => {
+                    self.output_chars += delta.chars().count() as u64;
+                    LlmEvent::ReasoningDelta { id, text: delta }
+                }
+                SplitEvent::ThoughtEnd(thought) => LlmEvent::ReasoningEnd(thought_info(thought)),
+                _ => continue,
+            };
+            self.pending.push_back(Ok(mapped));
+        }
+    }
+
+    fn finish(&mut self) {
+        self.flush_splitter();
+        if !self.reported_usage {
+            let input = self.conversation.input_chars.div_ceil(4);
+            let output = self.output_chars.div_ceil(4);
+            self.pending.push_back(Ok(LlmEvent::Usage(TokenUsage {
+                input_tokens: input,
+                output_tokens: output,
+                total_tokens: input + output,
+            })));
+        }
+        let reason = self.finish_reason.take().unwrap_or(if self.tool_calls > 0 {
+            FinishReason::ToolCalls
+        } else {
+            FinishReason::Stop
+        });
+        self.pending.push_back(Ok(LlmEvent::Finish {
+            reason: Some(reason),
+        }));
+        self.done = true;
+    }
+}
+
+fn thought_info(thought: Thought) -> ThoughtInfo {
+    ThoughtInfo {
+        id: thought.id,
+        content: thought.content,
+        thought_type: thought.thought_type,
+        verbosity: thought.verbosity,
+        confidence: thought.confidence,
+        truncated: thought.truncated,
+        block: None,
+    }
+}
+
+/// Expands templates in every string of a JSON value.
+fn render_json(conversation: &Conversation, value: Value) -> Value {
+    match value {
+        Value::String(s) => Value::String(conversation.render(&s)),
+        Value::Array(items) => Value::Array(
+            items
+                .into_iter()
+                .map(|v| render_json(conversation, v))
+                .collect(),
+        ),
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| (k, render_json(conversation, v)))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+/// `text` cut into pieces of `size` characters (the last may be shorter).
+fn chunks(text: &str, size: usize) -> impl Iterator<Item = &str> {
+    let size = size.max(1);
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let end = rest.char_indices().nth(size).map_or(rest.len(), |(i, _)| i);
+        let (chunk, tail) = rest.split_at(end);
+        rest = tail;
+        Some(chunk)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_respect_char_boundaries() {
+        let got: Vec<&str> = chunks("héllo wörld", 4).collect();
+        assert_eq!(got, vec!["héll", "o wö", "rld"]);
+        assert_eq!(chunks("", 3).count(), 0);
+        assert_eq!(chunks("abc", 0).collect::<Vec<_>>(), vec!["a", "b", "c"]);
+    }
+
+    #[test]
+    fn render_json_expands_nested_strings_only() {
+        let conversation = Conversation {
+            last_user: "6*7".into(),
+            ..Conversation::default()
+        };
+        let value = serde_json::json!({"a": "{{user}}", "b": [1, "x {{user}}"], "c": {"d": true}});
+        assert_eq!(
+            render_json(&conversation, value),
+            serde_json::json!({"a": "6*7", "b": [1, "x 6*7"], "c": {"d": true}})
+        );
+    }
+}

@@ -1,1 +1,0 @@
-//! A2A mapping (in progress).

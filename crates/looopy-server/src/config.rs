@@ -1,0 +1,150 @@
+//! Server configuration: where to listen, who may call, and how streams behave.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use crate::ServerError;
+
+/// How the server listens, authenticates and streams. [`Default`] is a local development
+/// server on `127.0.0.1:8080` without authentication.
+///
+/// `Debug` never prints the tokens, only how many there are, so a config can be logged.
+#[derive(Clone)]
+pub struct ServerConfig {
+    /// Address to listen on; port 0 picks a free port (see [`BoundServer::local_addr`](crate::BoundServer::local_addr)).
+    pub addr: SocketAddr,
+    /// Accepted bearer tokens, one per principal. Empty: authentication is off and every
+    /// caller is the same anonymous principal.
+    pub tokens: Vec<String>,
+    /// Send `internal:*` events to clients (debugging); they are hidden otherwise.
+    pub allow_internal: bool,
+    /// Interval of the `: keep-alive` comment on idle event streams.
+    pub keepalive: Duration,
+    /// Reconnection delay suggested to clients with the SSE `retry:` field.
+    pub retry: Duration,
+    /// Largest accepted request body, in bytes (413 beyond).
+    pub body_limit: usize,
+    /// Concurrent event streams one principal may hold open (429 beyond).
+    pub max_streams_per_principal: usize,
+    /// Live events buffered per subscriber; a subscriber that falls this far behind is
+    /// disconnected and resumes from the durable log when it reconnects.
+    pub subscriber_buffer: usize,
+    /// Allowed CORS origins; empty turns CORS off, `"*"` allows any origin.
+    pub cors_origins: Vec<String>,
+    /// On shutdown: how long running turns may take to finish before they are canceled,
+    /// and how long connections may take to close before they are cut.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            addr: SocketAddr::from((Ipv4Addr::LOCALHOST, 8080)),
+            tokens: Vec::new(),
+            allow_internal: false,
+            keepalive: Duration::from_secs(15),
+            retry: Duration::from_secs(3),
+            body_limit: 1024 * 1024,
+            max_streams_per_principal: 64,
+            subscriber_buffer: 1024,
+            cors_origins: Vec::new(),
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+impl std::fmt::Debug for ServerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerConfig")
+            .field("addr", &self.addr)
+            .field("tokens", &format_args!("<{} redacted>", self.tokens.len()))
+            .field("allow_internal", &self.allow_internal)
+            .field("keepalive", &self.keepalive)
+            .field("retry", &self.retry)
+            .field("body_limit", &self.body_limit)
+            .field("max_streams_per_principal", &self.max_streams_per_principal)
+            .field("subscriber_buffer", &self.subscriber_buffer)
+            .field("cors_origins", &self.cors_origins)
+            .field("shutdown_grace", &self.shutdown_grace)
+            .finish()
+    }
+}
+
+impl ServerConfig {
+    /// Rejects settings that would make the server misbehave rather than fail loudly later.
+    pub fn validate(&self) -> Result<(), ServerError> {
+        let invalid = |msg: &str| Err(ServerError::Config(msg.to_string()));
+        for token in &self.tokens {
+            if token.is_empty() {
+                return invalid("a bearer token is empty");
+            }
+            if !token.bytes().all(|b| b.is_ascii_graphic()) {
+                return invalid("a bearer token contains whitespace or non-ASCII characters");
+            }
+        }
+        if self.keepalive.is_zero() {
+            return invalid("keepalive must be longer than zero");
+        }
+        if self.body_limit == 0 {
+            return invalid("body_limit must be at least 1 byte");
+        }
+        if self.max_streams_per_principal == 0 {
+            return invalid("max_streams_per_principal must be at least 1");
+        }
+        if self.subscriber_buffer == 0 {
+            return invalid("subscriber_buffer must be at least 1 event");
+        }
+        for origin in &self.cors_origins {
+            if origin != "*" && axum::http::HeaderValue::from_str(origin).is_err() {
+                return Err(ServerError::Config(format!(
+                    "CORS origin {origin:?} is not a valid header value"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_the_documented_values_and_validate() {
+        let c = ServerConfig::default();
+        assert_eq!(c.addr.to_string(), "127.0.0.1:8080");
+        assert_eq!(c.keepalive, Duration::from_secs(15));
+        assert_eq!(c.retry, Duration::from_secs(3));
+        assert_eq!(c.body_limit, 1 << 20);
+        assert_eq!(c.max_streams_per_principal, 64);
+        assert_eq!(c.subscriber_buffer, 1024);
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn debug_output_never_contains_tokens() {
+        let c = ServerConfig {
+            tokens: vec!["s3cret-token".into()],
+            ..ServerConfig::default()
+        };
+        let text = format!("{c:?}");
+        assert!(!text.contains("s3cret"), "{text}");
+        assert!(text.contains("<1 redacted>"));
+    }
+
+    #[test]
+    fn unusable_settings_are_rejected() {
+        let bad = [
+            ServerConfig { tokens: vec![String::new()], ..Default::default() },
+            ServerConfig { tokens: vec!["a b".into()], ..Default::default() },
+            ServerConfig { keepalive: Duration::ZERO, ..Default::default() },
+            ServerConfig { subscriber_buffer: 0, ..Default::default() },
+            ServerConfig { max_streams_per_principal: 0, ..Default::default() },
+            ServerConfig { body_limit: 0, ..Default::default() },
+            ServerConfig { cors_origins: vec!["bad\norigin".into()], ..Default::default() },
+        ];
+        for c in bad {
+            assert!(matches!(c.validate(), Err(ServerError::Config(_))), "{c:?}");
+        }
+    }
+}

@@ -1,0 +1,217 @@
+//! The server's two error types: [`ServerError`] for starting and running the server, and
+//! [`ApiError`] for one HTTP request, which always answers `{"error": {"code", "message"}}`
+//! with a fitting status, whatever failed (our checks, the agent, the store, or axum's own
+//! extractors).
+
+use std::borrow::Cow;
+use std::net::SocketAddr;
+
+use axum::Json;
+use axum::extract::rejection::{BytesRejection, JsonRejection, PathRejection, QueryRejection};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use looopy_agent::AgentError;
+use looopy_store::StoreError;
+
+/// Why the server could not start or stopped abnormally.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServerError {
+    /// The listening socket could not be opened.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A [`ServerConfig`](crate::ServerConfig) setting is unusable.
+    #[error("invalid server configuration: {0}")]
+    Config(String),
+    /// Tasks interrupted by a previous process could not be marked failed.
+    #[error("recovering tasks interrupted by a previous process: {0}")]
+    Recover(#[source] AgentError),
+    /// The server must be started inside a tokio runtime.
+    #[error("the server must be started inside a tokio runtime")]
+    NoRuntime,
+    /// Serving failed at the socket level.
+    #[error("server I/O error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// An HTTP error answer: status, a stable machine-readable `code`, and a message for people.
+///
+/// Messages never contain credentials; internal failures are logged in full and answered
+/// with a generic message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    status: StatusCode,
+    code: Cow<'static, str>,
+    message: String,
+}
+
+impl ApiError {
+    /// Any status, code and message.
+    pub fn new(
+        status: StatusCode,
+        code: impl Into<Cow<'static, str>>,
+        message: impl Into<String>,
+    ) -> Self {
+        Self {
+            status,
+            code: code.into(),
+            message: message.into(),
+        }
+    }
+
+    /// 400: the request is malformed.
+    pub fn bad_request(code: impl Into<Cow<'static, str>>, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, code, message)
+    }
+
+    /// 400 `invalid_id`: a client-supplied id fails [`looopy_protocol::ids::is_valid_id`].
+    pub fn invalid_id(what: &str) -> Self {
+        Self::bad_request(
+            "invalid_id",
+            format!("{what} must be 1-128 characters of letters, digits, '-', '_', '.' or ':'"),
+        )
+    }
+
+    /// 404 `not_found`. Also the answer for things that exist but belong to another
+    /// principal, so their existence does not leak.
+    pub fn not_found(what: &str, id: &str) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", format!("{what} {id} not found"))
+    }
+
+    /// 401 `unauthorized`.
+    pub fn unauthorized() -> Self {
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "a valid bearer token is required (Authorization: Bearer <token>)",
+        )
+    }
+
+    /// 429 `too_many_streams`.
+    pub fn too_many_streams(limit: usize) -> Self {
+        Self::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_streams",
+            format!("at most {limit} event streams may be open at once per principal"),
+        )
+    }
+
+    /// 503 `shutting_down`: the server no longer starts work or streams.
+    pub fn shutting_down() -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "shutting_down",
+            "the server is shutting down",
+        )
+    }
+
+    /// 500 `internal`: logs `error` with `context` and answers without the details.
+    pub fn internal(context: &str, error: &dyn std::fmt::Display) -> Self {
+        tracing::error!(%error, "{context}");
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            format!("internal error while {context}"),
+        )
+    }
+
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    pub fn code(&self) -> &str {
+        &self.code
+    }
+
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}: {}", self.status.as_u16(), self.code, self.message)
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({"error": {"code": self.code, "message": self.message}});
+        let mut response = (self.status, Json(body)).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+impl From<AgentError> for ApiError {
+    fn from(error: AgentError) -> Self {
+        match &error {
+            // Another principal's context: answer as if it did not exist.
+            AgentError::Forbidden(context_id) => Self::not_found("context", context_id),
+            _ => match StatusCode::from_u16(error.http_status()) {
+                Ok(status) if status.is_client_error() => {
+                    Self::new(status, error.code(), error.to_string())
+                }
+                _ => Self::internal("running the agent", &error),
+            },
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> Self {
+        Self::internal("reading the store", &error)
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(rejection: JsonRejection) -> Self {
+        match rejection {
+            JsonRejection::JsonSyntaxError(e) => Self::bad_request("malformed_json", e.body_text()),
+            JsonRejection::JsonDataError(e) => Self::bad_request("invalid_body", e.body_text()),
+            JsonRejection::MissingJsonContentType(e) => Self::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                e.body_text(),
+            ),
+            JsonRejection::BytesRejection(e) => Self::from(e),
+            other => Self::bad_request("invalid_body", other.body_text()),
+        }
+    }
+}
+
+impl From<BytesRejection> for ApiError {
+    fn from(rejection: BytesRejection) -> Self {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            Self::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                "the request body is larger than the server accepts",
+            )
+        } else {
+            Self::bad_request("invalid_body", rejection.body_text())
+        }
+    }
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(rejection: PathRejection) -> Self {
+        Self::bad_request("invalid_path", rejection.body_text())
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(rejection: QueryRejection) -> Self {
+        Self::bad_request("invalid_query", rejection.body_text())
+    }
+}

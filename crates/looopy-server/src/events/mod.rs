@@ -1,0 +1,17 @@
+//! Event delivery: the [`EventRouter`] fans committed events out to subscribers, and each
+//! subscriber reads an [`EventStream`] (log replay, then live) shaped by an
+//! [`EventFilter`] and a [`CloseRule`].
+
+mod filter;
+mod router;
+mod stream;
+
+pub use filter::{CloseRule, EventFilter, parse_kinds};
+pub use router::{EventRouter, LiveEvent, RouterStats};
+pub(crate) use router::Subscription;
+pub use stream::{EndReason, EventFrames, EventStream, StreamedEvent};
+#[cfg(test)]
+pub(crate) use stream::REPLAY_PAGE;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,329 @@
+//! The event router: one per server. It subscribes once to the event log's committed
+//! batches and fans each event out to the bounded buffers of the subscribers of its context.
+//!
+//! Delivery never waits for a subscriber: `try_send` into its buffer, and a subscriber whose
+//! buffer is full is dropped from the router (its stream ends after draining what it has,
+//! and its connection is closed shortly after if it is not even being read). Nothing is
+//! lost: every event is durable before the router sees it, so the client resumes from the
+//! log with `Last-Event-ID`. The agent and the other subscribers never slow down.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::Duration;
+
+use bytes::Bytes;
+use looopy_protocol::Event;
+use looopy_store::Batch;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::{broadcast, mpsc};
+use tokio_util::sync::CancellationToken;
+
+use super::filter::{CloseRule, EventFilter};
+use crate::ConnHandle;
+use crate::sse::encode_event;
+
+/// How long a disconnected (lagging) subscriber's stream may take to end by itself before
+/// its connection is closed under it: long enough for a client that is merely busy to read
+/// the clean end of the stream, short enough that a stalled one does not hold resources.
+const LAG_GRACE: Duration = Duration::from_secs(1);
+
+/// A committed batch as the router shares it: every subscriber of an event shares one
+/// lazily encoded SSE frame, so an event is serialized once however many clients get it.
+struct SharedBatch {
+    events: Batch,
+    frames: Box<[OnceLock<Bytes>]>,
+}
+
+/// One event of a committed batch, as delivered live to a subscriber.
+#[derive(Clone)]
+pub struct LiveEvent {
+    batch: Arc<SharedBatch>,
+    index: usize,
+}
+
+impl LiveEvent {
+    /// The event.
+    pub fn event(&self) -> &Event {
+        &self.batch.events[self.index]
+    }
+
+    /// Its SSE frame, encoded at most once for all subscribers.
+    pub fn sse_frame(&self) -> Bytes {
+        self.batch.frames[self.index]
+            .get_or_init(|| encode_event(self.event()))
+            .clone()
+    }
+}
+
+impl std::fmt::Debug for LiveEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("LiveEvent").field(&self.event().seq).finish()
+    }
+}
+
+/// What one subscriber wants, shared by its stream and its router slot.
+#[derive(Debug)]
+pub(crate) struct Subscription {
+    pub(crate) filter: EventFilter,
+    pub(crate) close: CloseRule,
+}
+
+impl Subscription {
+    /// Events the subscriber must see: those it receives, and those that end its stream.
+    fn wants(&self, event: &Event) -> bool {
+        self.filter.matches(event) || self.close.closes_after(event)
+    }
+}
+
+/// State shared between a router slot and the subscriber's stream.
+#[derive(Debug, Default)]
+pub(crate) struct SlotStatus {
+    lagged: AtomicBool,
+    finished: AtomicBool,
+}
+
+impl SlotStatus {
+    pub(crate) fn lagged(&self) -> bool {
+        self.lagged.load(Ordering::Acquire)
+    }
+}
+
+struct Slot {
+    id: u64,
+    subscription: Arc<Subscription>,
+    tx: mpsc::Sender<LiveEvent>,
+    status: Arc<SlotStatus>,
+    conn: Option<ConnHandle>,
+}
+
+impl Slot {
+    /// Drops the subscriber for falling behind: its stream ends once drained, and its
+    /// connection is closed if the stream has not ended within [`LAG_GRACE`].
+    fn disconnect_lagging(self) {
+        self.status.lagged.store(true, Ordering::Release);
+        drop(self.tx);
+        if let Some(conn) = self.conn {
+            let status = self.status;
+            tokio::spawn(async move {
+                tokio::time::sleep(LAG_GRACE).await;
+                if !status.finished.load(Ordering::Acquire) {
+                    tracing::debug!(peer = %conn.remote_addr(), "closing the connection of a stalled subscriber");
+                    conn.close();
+                }
+            });
+        }
+    }
+}
+
+struct Inner {
+    subscribers: Mutex<HashMap<Arc<str>, Vec<Slot>>>,
+    next_id: AtomicU64,
+    capacity: usize,
+    /// The log closed: new subscribers get replay only.
+    closed: AtomicBool,
+    delivered: AtomicU64,
+    disconnected: AtomicU64,
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, HashMap<Arc<str>, Vec<Slot>>> {
+        self.subscribers.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn dispatch(&self, batch: Batch) {
+        let mut subscribers = self.lock();
+        if subscribers.is_empty() {
+            return;
+        }
+        let mut shared: Option<Arc<SharedBatch>> = None;
+        let mut delivered = 0u64;
+        for (index, event) in batch.iter().enumerate() {
+            let Some(slots) = subscribers.get_mut(event.context_id.as_str()) else {
+                continue;
+            };
+            let shared = shared.get_or_insert_with(|| {
+                Arc::new(SharedBatch {
+                    frames: (0..batch.len()).map(|_| OnceLock::new()).collect(),
+                    events: Arc::clone(&batch),
+                })
+            });
+            let mut i = 0;
+            while i < slots.len() {
+                let slot = &slots[i];
+                if !slot.subscription.wants(event) {
+                    i += 1;
+                    continue;
+                }
+                let live = LiveEvent {
+                    batch: Arc::clone(shared),
+                    index,
+                };
+                match slot.tx.try_send(live) {
+                    Ok(()) => {
+                        delivered += 1;
+                        i += 1;
+                    }
+                    Err(mpsc::error::TrySendError::Full(_)) => {
+                        tracing::debug!(context_id = %event.context_id, seq = event.seq, "subscriber fell behind; disconnecting it");
+                        self.disconnected.fetch_add(1, Ordering::Relaxed);
+                        slots.swap_remove(i).disconnect_lagging();
+                    }
+                    Err(mpsc::error::TrySendError::Closed(_)) => {
+                        slots.swap_remove(i);
+                    }
+                }
+            }
+            if slots.is_empty() {
+                subscribers.remove(event.context_id.as_str());
+            }
+        }
+        self.delivered.fetch_add(delivered, Ordering::Relaxed);
+    }
+
+    /// Drops every subscriber: as lagging ones when the router fell behind, or plainly
+    /// (their streams end once drained) when the log closed or the server stops.
+    fn disconnect_all(&self, lagged: bool) {
+        let all: Vec<Slot> = self.lock().drain().flat_map(|(_, slots)| slots).collect();
+        if lagged {
+            self.disconnected.fetch_add(all.len() as u64, Ordering::Relaxed);
+            all.into_iter().for_each(Slot::disconnect_lagging);
+        }
+    }
+}
+
+/// Counters of a router, for tests, benchmarks and metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RouterStats {
+    /// Subscribers registered now.
+    pub subscribers: usize,
+    /// Events handed to subscriber buffers so far.
+    pub delivered: u64,
+    /// Subscribers disconnected for falling behind (or because the router did).
+    pub disconnected: u64,
+}
+
+/// Fans committed events out to subscribers; cheap to clone.
+#[derive(Clone)]
+pub struct EventRouter {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for EventRouter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventRouter").field("stats", &self.stats()).finish()
+    }
+}
+
+/// A subscriber's end: its live buffer, and its slot in the router, removed on drop.
+pub(crate) struct Registration {
+    pub(crate) rx: mpsc::Receiver<LiveEvent>,
+    pub(crate) status: Arc<SlotStatus>,
+    router: Arc<Inner>,
+    context_id: Arc<str>,
+    id: u64,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.status.finished.store(true, Ordering::Release);
+        let mut subscribers = self.router.lock();
+        if let Some(slots) = subscribers.get_mut(&self.context_id) {
+            if let Some(pos) = slots.iter().position(|s| s.id == self.id) {
+                slots.swap_remove(pos);
+            }
+            if slots.is_empty() {
+                subscribers.remove(&self.context_id);
+            }
+        }
+    }
+}
+
+impl EventRouter {
+    /// Starts the router: one task reading `batches` until `stop` is cancelled or the log
+    /// closes. Each subscriber buffers up to `capacity` live events.
+    pub fn start(
+        batches: broadcast::Receiver<Batch>,
+        capacity: usize,
+        stop: CancellationToken,
+    ) -> Self {
+        let inner = Arc::new(Inner {
+            subscribers: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            capacity: capacity.max(1),
+            closed: AtomicBool::new(false),
+            delivered: AtomicU64::new(0),
+            disconnected: AtomicU64::new(0),
+        });
+        tokio::spawn(run(Arc::clone(&inner), batches, stop));
+        Self { inner }
+    }
+
+    /// Registers a subscriber of `context_id`. Live events are buffered from now on, so a
+    /// caller that reads the log *after* registering misses nothing.
+    pub(crate) fn register(
+        &self,
+        context_id: Arc<str>,
+        subscription: Arc<Subscription>,
+        conn: Option<ConnHandle>,
+    ) -> Registration {
+        let (tx, rx) = mpsc::channel(self.inner.capacity);
+        let status = Arc::new(SlotStatus::default());
+        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut subscribers = self.inner.lock();
+        // Checked under the lock that `run` takes to disconnect everyone when the log
+        // closes, so a subscriber is either disconnected then or never registered.
+        if !self.inner.closed.load(Ordering::Acquire) {
+            subscribers.entry(Arc::clone(&context_id)).or_default().push(Slot {
+                id,
+                subscription,
+                tx,
+                status: Arc::clone(&status),
+                conn,
+            });
+        }
+        drop(subscribers);
+        Registration {
+            rx,
+            status,
+            router: Arc::clone(&self.inner),
+            context_id,
+            id,
+        }
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> RouterStats {
+        RouterStats {
+            subscribers: self.inner.lock().values().map(Vec::len).sum(),
+            delivered: self.inner.delivered.load(Ordering::Relaxed),
+            disconnected: self.inner.disconnected.load(Ordering::Relaxed),
+        }
+    }
+}
+
+async fn run(inner: Arc<Inner>, mut batches: broadcast::Receiver<Batch>, stop: CancellationToken) {
+    loop {
+        let received = tokio::select! {
+            biased;
+            () = stop.cancelled() => break,
+            received = batches.recv() => received,
+        };
+        match received {
+            Ok(batch) => inner.dispatch(batch),
+            Err(RecvError::Lagged(missed)) => {
+                // The batches we missed are durable; subscribers resume from the log.
+                tracing::warn!(missed_batches = missed, "event router fell behind the event log; disconnecting live subscribers so they resume from the log");
+                inner.disconnect_all(true);
+            }
+            Err(RecvError::Closed) => {
+                tracing::debug!("event log closed; event router stopping");
+                break;
+            }
+        }
+    }
+    let guard = inner.lock();
+    inner.closed.store(true, Ordering::Release);
+    drop(guard);
+    inner.disconnect_all(false);
+}

@@ -1,0 +1,285 @@
+//! [`EventStream`]: one subscriber's events of one context — replayed from the durable log
+//! after a resume point, then live from the router, with no gap and no duplicate at the
+//! seam.
+//!
+//! The subscriber is registered with the router (buffering live events) *before* the first
+//! log read. Replay reads pages until the log is exhausted; then the buffer is drained,
+//! skipping every event whose `seq` replay already covered. Per context, the log commits
+//! in `seq` order and the router delivers in commit order, so `seq > cursor` is exactly
+//! "not seen yet".
+
+use std::future::Future;
+use std::ops::Deref;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use futures::Stream;
+use futures::future::BoxFuture;
+use looopy_protocol::Event;
+use looopy_store::{Store, StoreError};
+use tokio_util::sync::WaitForCancellationFutureOwned;
+
+use super::router::{LiveEvent, Registration, Subscription};
+use crate::limits::StreamPermit;
+use crate::sse::encode_event;
+
+/// Events read from the log per replay page: bounds a replaying subscriber's memory.
+pub(crate) const REPLAY_PAGE: usize = 256;
+
+/// An event delivered by an [`EventStream`]: replayed from the log, or shared live.
+#[derive(Debug, Clone)]
+pub enum StreamedEvent {
+    Replayed(Event),
+    Live(LiveEvent),
+}
+
+impl StreamedEvent {
+    /// The SSE frame of the event (see [`encode_event`]).
+    pub fn sse_frame(&self) -> Bytes {
+        match self {
+            Self::Replayed(event) => encode_event(event),
+            Self::Live(live) => live.sse_frame(),
+        }
+    }
+}
+
+impl Deref for StreamedEvent {
+    type Target = Event;
+
+    fn deref(&self) -> &Event {
+        match self {
+            Self::Replayed(event) => event,
+            Self::Live(live) => live.event(),
+        }
+    }
+}
+
+/// Why an [`EventStream`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EndReason {
+    /// Its task settled (terminal or interrupted); see [`CloseRule`](super::CloseRule).
+    Settled,
+    /// It fell more than its buffer behind; resume with `Last-Event-ID`.
+    Lagged,
+    /// The server is shutting down.
+    Shutdown,
+    /// The event log was closed.
+    LogClosed,
+    /// Reading the log failed (logged); resume with `Last-Event-ID`.
+    StoreFailed,
+}
+
+impl EndReason {
+    /// A short explanation for the client (sent as an SSE comment).
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Settled => "task settled",
+            Self::Lagged => "subscriber fell behind; reconnect with Last-Event-ID to resume",
+            Self::Shutdown => "server shutting down; reconnect with Last-Event-ID to resume",
+            Self::LogClosed => "event log closed",
+            Self::StoreFailed => "event log read failed; reconnect with Last-Event-ID to resume",
+        }
+    }
+}
+
+enum Phase {
+    Replay {
+        read: Option<BoxFuture<'static, Result<Vec<Event>, StoreError>>>,
+        page: std::vec::IntoIter<Event>,
+        exhausted: bool,
+    },
+    Live,
+}
+
+/// Replay-then-live events of one context for one subscriber, filtered and closed as its
+/// subscription says. Holds the subscriber's stream permit until dropped.
+pub struct EventStream {
+    store: Store,
+    context_id: Arc<str>,
+    subscription: Arc<Subscription>,
+    cursor: u64,
+    phase: Phase,
+    registration: Registration,
+    shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
+    ended: Option<EndReason>,
+    /// Set after yielding the event that settles the task: the next poll ends the stream.
+    settled: bool,
+    _permit: Option<StreamPermit>,
+}
+
+impl EventStream {
+    pub(crate) fn new(
+        store: Store,
+        context_id: Arc<str>,
+        after_seq: u64,
+        subscription: Arc<Subscription>,
+        registration: Registration,
+        shutdown: WaitForCancellationFutureOwned,
+        permit: Option<StreamPermit>,
+    ) -> Self {
+        Self {
+            store,
+            context_id,
+            subscription,
+            cursor: after_seq,
+            phase: Phase::Replay {
+                read: None,
+                page: Vec::new().into_iter(),
+                exhausted: false,
+            },
+            registration,
+            shutdown: Box::pin(shutdown),
+            ended: None,
+            settled: false,
+            _permit: permit,
+        }
+    }
+
+    /// Why the stream ended, once it has.
+    pub fn end_reason(&self) -> Option<EndReason> {
+        self.ended
+    }
+
+    /// The highest `seq` consumed so far (delivered or filtered out).
+    pub fn cursor(&self) -> u64 {
+        self.cursor
+    }
+
+    fn end(&mut self, reason: EndReason) -> Poll<Option<StreamedEvent>> {
+        self.ended = Some(reason);
+        if let Phase::Replay { read, page, .. } = &mut self.phase {
+            *read = None;
+            *page = Vec::new().into_iter();
+        }
+        self.registration.rx.close();
+        Poll::Ready(None)
+    }
+
+    /// Advances the cursor over `event` and decides whether to yield it.
+    fn consider(&mut self, event: StreamedEvent) -> Option<StreamedEvent> {
+        if event.seq <= self.cursor {
+            return None;
+        }
+        self.cursor = event.seq;
+        if self.subscription.close.closes_after(&event) {
+            self.settled = true;
+        }
+        self.subscription.filter.matches(&event).then_some(event)
+    }
+}
+
+impl Stream for EventStream {
+    type Item = StreamedEvent;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<StreamedEvent>> {
+        let this = &mut *self;
+        loop {
+            if this.ended.is_some() {
+                return Poll::Ready(None);
+            }
+            if this.settled {
+                return this.end(EndReason::Settled);
+            }
+            if this.shutdown.as_mut().poll(cx).is_ready() {
+                return this.end(EndReason::Shutdown);
+            }
+            match &mut this.phase {
+                Phase::Replay {
+                    read,
+                    page,
+                    exhausted,
+                } => {
+                    if let Some(event) = page.next() {
+                        match this.consider(StreamedEvent::Replayed(event)) {
+                            Some(event) => return Poll::Ready(Some(event)),
+                            None => continue,
+                        }
+                    }
+                    if *exhausted {
+                        this.phase = Phase::Live;
+                        continue;
+                    }
+                    let pending = read.get_or_insert_with(|| {
+                        let store = this.store.clone();
+                        let context_id = Arc::clone(&this.context_id);
+                        let after = this.cursor;
+                        Box::pin(async move {
+                            store
+                                .event_log()
+                                .read_after(&context_id, after, REPLAY_PAGE)
+                                .await
+                        })
+                    });
+                    match pending.as_mut().poll(cx) {
+                        Poll::Pending => return Poll::Pending,
+                        Poll::Ready(Ok(events)) => {
+                            *read = None;
+                            *exhausted = events.len() < REPLAY_PAGE;
+                            *page = events.into_iter();
+                        }
+                        Poll::Ready(Err(error)) => {
+                            tracing::error!(%error, context_id = %this.context_id, "replaying the event log failed");
+                            return this.end(EndReason::StoreFailed);
+                        }
+                    }
+                }
+                Phase::Live => match this.registration.rx.poll_recv(cx) {
+                    Poll::Ready(Some(live)) => {
+                        if let Some(event) = this.consider(StreamedEvent::Live(live)) {
+                            return Poll::Ready(Some(event));
+                        }
+                    }
+                    Poll::Ready(None) => {
+                        let reason = if this.registration.status.lagged() {
+                            EndReason::Lagged
+                        } else {
+                            EndReason::LogClosed
+                        };
+                        return this.end(reason);
+                    }
+                    Poll::Pending => return Poll::Pending,
+                },
+            }
+        }
+    }
+}
+
+/// The SSE frames of an [`EventStream`], ending with a comment that says why it ended
+/// (except after a settled task, where the last event says it all).
+pub struct EventFrames {
+    events: EventStream,
+    done: bool,
+}
+
+impl EventFrames {
+    pub fn new(events: EventStream) -> Self {
+        Self {
+            events,
+            done: false,
+        }
+    }
+}
+
+impl Stream for EventFrames {
+    type Item = Bytes;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        match Pin::new(&mut self.events).poll_next(cx) {
+            Poll::Ready(Some(event)) => Poll::Ready(Some(event.sse_frame())),
+            Poll::Ready(None) => {
+                self.done = true;
+                match self.events.end_reason() {
+                    Some(EndReason::Settled) | None => Poll::Ready(None),
+                    Some(reason) => Poll::Ready(Some(crate::sse::encode_comment(reason.describe()))),
+                }
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}

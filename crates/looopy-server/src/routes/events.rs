@@ -1,0 +1,71 @@
+//! `GET /v1/contexts/{contextId}/events`: every task of a context as one SSE stream —
+//! replay from the log after `Last-Event-ID` (or `?lastEventId=`), then live.
+//!
+//! Query parameters: `taskId` (one task and its sub-agent tasks), `kinds` (comma-separated
+//! event kinds), `lastEventId`, and `access_token` (for `EventSource`, which cannot send
+//! an `Authorization` header). The stream stays open until the client leaves, the server
+//! shuts down, or the client falls more than its buffer behind.
+
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use serde::Deserialize;
+
+use crate::auth::Principal;
+use crate::events::{CloseRule, EventFilter, EventFrames, parse_kinds};
+use crate::extract::{ApiPath, ApiQuery, Connection};
+use crate::sse::sse_response;
+use crate::state::StreamRequest;
+use crate::{ApiError, AppState};
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct EventsQuery {
+    task_id: Option<String>,
+    kinds: Option<String>,
+    last_event_id: Option<String>,
+}
+
+pub(crate) async fn get_events(
+    State(state): State<AppState>,
+    principal: Principal,
+    Connection(conn): Connection,
+    ApiPath(context_id): ApiPath<String>,
+    ApiQuery(query): ApiQuery<EventsQuery>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    state.authorize_context(&principal, &context_id).await?;
+    let allow_internal = state.config().allow_internal;
+    let kinds = query
+        .kinds
+        .as_deref()
+        .map(|list| parse_kinds(list, allow_internal))
+        .transpose()
+        .map_err(|message| ApiError::bad_request("invalid_kinds", message))?;
+    if let Some(task_id) = &query.task_id {
+        let task = state.authorize_task(&principal, task_id).await?;
+        if task.context_id != context_id {
+            return Err(ApiError::not_found("task", task_id));
+        }
+    }
+    let after_seq = state
+        .resume_point(&context_id, &headers, query.last_event_id.as_deref())
+        .await?;
+    let permit = state.acquire_stream(&principal)?;
+    let events = state.open_stream(
+        permit,
+        conn,
+        StreamRequest {
+            context_id,
+            after_seq,
+            filter: EventFilter {
+                task_id: query.task_id,
+                kinds,
+                include_internal: true,
+            },
+            close: CloseRule::Never,
+        },
+    );
+    let config = state.config();
+    Ok(sse_response(EventFrames::new(events), config.keepalive, config.retry))
+}

@@ -1,0 +1,107 @@
+//! `POST /v1/contexts/{contextId}/messages` starts a turn (202, or its SSE stream with
+//! `Accept: text/event-stream`); `GET` the same path returns the stored history.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::auth::Principal;
+use crate::events::{CloseRule, EventFilter, EventFrames};
+use crate::extract::{ApiJson, ApiPath, Connection, accepts_event_stream};
+use crate::limits::StreamPermit;
+use crate::sse::sse_response;
+use crate::state::StreamRequest;
+use crate::{ApiError, AppState};
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct PostMessage {
+    message: String,
+}
+
+pub(crate) async fn post_message(
+    State(state): State<AppState>,
+    principal: Principal,
+    Connection(conn): Connection,
+    ApiPath(context_id): ApiPath<String>,
+    headers: HeaderMap,
+    ApiJson(body): ApiJson<PostMessage>,
+) -> Result<Response, ApiError> {
+    if body.message.trim().is_empty() {
+        return Err(ApiError::bad_request("empty_message", "message must not be empty"));
+    }
+    state.authorize_new_or_own_context(&principal, &context_id).await?;
+    if state.is_shutting_down() {
+        return Err(ApiError::shutting_down());
+    }
+    // The stream slot is taken before the turn starts, so a 429 never leaves a turn
+    // running that nobody asked to watch.
+    let permit = accepts_event_stream(&headers)
+        .then(|| state.acquire_stream(&principal))
+        .transpose()?;
+    let handle = state
+        .agent()
+        .start_turn(&context_id, &body.message, principal.id())
+        .await?;
+    tracing::debug!(context_id = %handle.context_id, task_id = %handle.task_id, "turn started");
+    let (context_id, task_id, start_seq) =
+        (handle.context_id.clone(), handle.task_id.clone(), handle.start_seq);
+    state.track_turn(handle);
+    Ok(turn_response(&state, permit, conn, context_id, task_id, start_seq))
+}
+
+/// 202 with the ids, or — when a stream permit was taken — the SSE stream of the task from
+/// `start_seq`, ending once the task settles.
+pub(crate) fn turn_response(
+    state: &AppState,
+    permit: Option<StreamPermit>,
+    conn: Option<crate::ConnHandle>,
+    context_id: String,
+    task_id: String,
+    start_seq: u64,
+) -> Response {
+    match permit {
+        None => (
+            StatusCode::ACCEPTED,
+            Json(json!({"contextId": context_id, "taskId": task_id})),
+        )
+            .into_response(),
+        Some(permit) => {
+            let events = state.open_stream(
+                permit,
+                conn,
+                StreamRequest {
+                    context_id,
+                    after_seq: start_seq,
+                    filter: EventFilter {
+                        task_id: Some(task_id.clone()),
+                        kinds: None,
+                        include_internal: true,
+                    },
+                    close: CloseRule::TaskSettled(task_id),
+                },
+            );
+            let config = state.config();
+            sse_response(EventFrames::new(events), config.keepalive, config.retry)
+        }
+    }
+}
+
+pub(crate) async fn get_messages(
+    State(state): State<AppState>,
+    principal: Principal,
+    ApiPath(context_id): ApiPath<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    state.authorize_context(&principal, &context_id).await?;
+    // Read the resume point first: a stream opened after it may repeat an event that the
+    // history already reflects, but can never miss one.
+    let last_seq = state.store().event_log().last_seq(&context_id).await?;
+    let messages = state.store().load_messages(&context_id).await?;
+    Ok(Json(json!({
+        "contextId": context_id,
+        "lastEventId": last_seq,
+        "messages": messages,
+    })))
+}

@@ -1,0 +1,32 @@
+//! The REST routes under `/v1`, plus `/healthz`.
+
+mod contexts;
+mod events;
+mod messages;
+mod tasks;
+
+use axum::Json;
+use axum::Router;
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+
+use crate::AppState;
+
+/// The `/v1` API and the health check.
+pub(crate) fn api_routes() -> Router<AppState> {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/v1/contexts", get(contexts::list_contexts))
+        .route(
+            "/v1/contexts/{context_id}/messages",
+            post(messages::post_message).get(messages::get_messages),
+        )
+        .route("/v1/contexts/{context_id}/events", get(events::get_events))
+        .route("/v1/tasks/{task_id}", get(tasks::get_task))
+        .route("/v1/tasks/{task_id}/input", post(tasks::provide_input))
+        .route("/v1/tasks/{task_id}/cancel", post(tasks::cancel_task))
+}
+
+async fn healthz() -> Json<Value> {
+    Json(json!({"status": "ok"}))
+}

@@ -1,0 +1,184 @@
+//! Starting and stopping the server: [`bind`], [`BoundServer::serve`], [`serve`], and the
+//! complete [`router`].
+//!
+//! Shutdown, once the signal fires: stop accepting, end every open event stream (clients
+//! resume later with `Last-Event-ID`), refuse new turns (503), let running turns finish
+//! (canceling them after the grace period), flush the event log. Connections still open
+//! after the grace period are cut.
+
+use std::future::Future;
+use std::net::SocketAddr;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::{HeaderName, HeaderValue, Method, Request, StatusCode, header};
+use axum::middleware;
+use axum::response::IntoResponse;
+use looopy_agent::Agent;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tower_http::cors::{AllowOrigin, Any, CorsLayer};
+use tower_http::trace::TraceLayer;
+
+use crate::conn::KillableListener;
+use crate::{ApiError, AppState, ConnHandle, ServerConfig, ServerError, a2a, auth, routes, web};
+
+/// The whole HTTP surface: the `/v1` API, `/healthz`, A2A and the web page, behind
+/// authentication, the body limit, CORS (when configured) and request tracing.
+///
+/// Request spans record only the method and the path — never headers or the query string,
+/// which may carry credentials.
+pub fn router(state: AppState) -> Router {
+    let config = state.config().clone();
+    let app = Router::new()
+        .merge(routes::api_routes())
+        .merge(a2a::routes())
+        .merge(web::routes())
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(state.clone(), auth::authenticate))
+        .layer(DefaultBodyLimit::max(config.body_limit))
+        .with_state(state);
+    let app = match cors_layer(&config.cors_origins) {
+        Some(cors) => app.layer(cors),
+        None => app,
+    };
+    app.layer(TraceLayer::new_for_http().make_span_with(|request: &Request<_>| {
+        tracing::info_span!("request", method = %request.method(), path = %request.uri().path())
+    }))
+}
+
+async fn not_found() -> impl IntoResponse {
+    ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route")
+}
+
+async fn method_not_allowed() -> impl IntoResponse {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this route does not accept that method",
+    )
+}
+
+fn cors_layer(origins: &[String]) -> Option<CorsLayer> {
+    if origins.is_empty() {
+        return None;
+    }
+    let allow_origin = if origins.iter().any(|o| o == "*") {
+        AllowOrigin::from(Any)
+    } else {
+        AllowOrigin::list(origins.iter().filter_map(|o| HeaderValue::from_str(o).ok()))
+    };
+    Some(
+        CorsLayer::new()
+            .allow_origin(allow_origin)
+            .allow_methods([Method::GET, Method::POST, Method::OPTIONS])
+            .allow_headers([
+                header::AUTHORIZATION,
+                header::CONTENT_TYPE,
+                header::ACCEPT,
+                HeaderName::from_static("last-event-id"),
+                HeaderName::from_static("a2a-version"),
+            ]),
+    )
+}
+
+/// A server whose socket is bound and whose interrupted tasks are recovered, ready to
+/// [`serve`](Self::serve).
+#[derive(Debug)]
+pub struct BoundServer {
+    listener: TcpListener,
+    local_addr: SocketAddr,
+    state: AppState,
+}
+
+/// Binds `config.addr` (port 0 picks a free port) and marks tasks interrupted by a previous
+/// process `failed` (with their terminal events logged), so reconnecting clients see how
+/// they ended.
+pub async fn bind(config: ServerConfig, agent: Agent) -> Result<BoundServer, ServerError> {
+    config.validate()?;
+    let listener = TcpListener::bind(config.addr)
+        .await
+        .map_err(|source| ServerError::Bind {
+            addr: config.addr,
+            source,
+        })?;
+    let local_addr = listener.local_addr()?;
+    let recovered = agent
+        .recover("server restarted")
+        .await
+        .map_err(ServerError::Recover)?;
+    if !recovered.is_empty() {
+        tracing::warn!(count = recovered.len(), "marked tasks interrupted by the previous process as failed");
+    }
+    let state = AppState::new(config, agent)?;
+    Ok(BoundServer {
+        listener,
+        local_addr,
+        state,
+    })
+}
+
+impl BoundServer {
+    /// The address actually bound.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The shared state (agent, router statistics).
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// Serves until `shutdown` resolves, then shuts down gracefully (see the module docs).
+    pub async fn serve(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), ServerError> {
+        let Self {
+            listener,
+            local_addr,
+            state,
+        } = self;
+        let close_all = CancellationToken::new();
+        let listener = KillableListener::new(listener, close_all.clone());
+        let app = router(state.clone()).into_make_service_with_connect_info::<ConnHandle>();
+        let signal = {
+            let state = state.clone();
+            async move {
+                shutdown.await;
+                tracing::info!("shutting down: closing event streams, finishing turns");
+                state.request_shutdown();
+            }
+        };
+        let cutter = {
+            let requested = state.shutdown_signal();
+            let grace = state.config().shutdown_grace;
+            let close_all = close_all.clone();
+            tokio::spawn(async move {
+                requested.await;
+                tokio::time::sleep(grace).await;
+                tracing::warn!("closing connections still open after the shutdown grace period");
+                close_all.cancel();
+            })
+        };
+        tracing::info!(addr = %local_addr, "serving");
+        let served = axum::serve(listener, app)
+            .with_graceful_shutdown(signal)
+            .await;
+        cutter.abort();
+        state.drain_turns().await;
+        state.stop();
+        tracing::info!("server stopped");
+        served.map_err(ServerError::Io)
+    }
+}
+
+/// [`bind`] then [`BoundServer::serve`].
+pub async fn serve(
+    config: ServerConfig,
+    agent: Agent,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServerError> {
+    bind(config, agent).await?.serve(shutdown).await
+}

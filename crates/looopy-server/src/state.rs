@@ -1,0 +1,281 @@
+//! [`AppState`]: what every handler shares — the agent, the configuration, the event router,
+//! the stream limiter and the shutdown signal — plus the checks every route needs
+//! (ownership, resume points, stream permits), so other modules (A2A, web) reuse them.
+
+use std::sync::Arc;
+
+use axum::http::HeaderMap;
+use looopy_agent::{Agent, TurnHandle};
+use looopy_protocol::ids::is_valid_id;
+use looopy_store::{ContextRecord, Store, TaskRecord};
+use tokio_util::sync::CancellationToken;
+
+use crate::auth::{Authenticator, Principal};
+use crate::events::{CloseRule, EventFilter, EventRouter, EventStream, Subscription};
+use crate::limits::{StreamLimiter, StreamPermit};
+use crate::turns::Turns;
+use crate::{ApiError, ConnHandle, ServerConfig, ServerError};
+
+/// Shared state of one server; cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    agent: Agent,
+    config: ServerConfig,
+    auth: Authenticator,
+    router: EventRouter,
+    limiter: Arc<StreamLimiter>,
+    /// Cancelled when shutdown is requested: open streams end, new ones are refused.
+    shutdown: CancellationToken,
+    /// Cancelled when the server stops: the event router task ends.
+    stopped: CancellationToken,
+    turns: Turns,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.stopped.cancel();
+    }
+}
+
+impl std::fmt::Debug for AppState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState")
+            .field("config", &self.inner.config)
+            .field("router", &self.inner.router)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What an event stream should deliver; see [`AppState::open_stream`].
+#[derive(Debug, Clone)]
+pub struct StreamRequest {
+    pub context_id: String,
+    /// Deliver events with `seq` above this (0: from the beginning).
+    pub after_seq: u64,
+    pub filter: EventFilter,
+    pub close: CloseRule,
+}
+
+impl AppState {
+    /// Validates `config` and starts the event router. Must run inside a tokio runtime.
+    pub fn new(config: ServerConfig, agent: Agent) -> Result<Self, ServerError> {
+        config.validate()?;
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(ServerError::NoRuntime);
+        }
+        let stopped = CancellationToken::new();
+        let router = EventRouter::start(
+            agent.store().event_log().subscribe(),
+            config.subscriber_buffer,
+            stopped.clone(),
+        );
+        Ok(Self {
+            inner: Arc::new(Inner {
+                auth: Authenticator::new(&config.tokens),
+                limiter: StreamLimiter::new(config.max_streams_per_principal),
+                agent,
+                config,
+                router,
+                shutdown: CancellationToken::new(),
+                stopped,
+                turns: Turns::default(),
+            }),
+        })
+    }
+
+    pub fn agent(&self) -> &Agent {
+        &self.inner.agent
+    }
+
+    pub fn store(&self) -> &Store {
+        self.inner.agent.store()
+    }
+
+    pub fn config(&self) -> &ServerConfig {
+        &self.inner.config
+    }
+
+    /// The event router (for its statistics).
+    pub fn router(&self) -> &EventRouter {
+        &self.inner.router
+    }
+
+    pub(crate) fn authenticator(&self) -> &Authenticator {
+        &self.inner.auth
+    }
+
+    /// Asks every open stream to end and refuses new streams and turns.
+    pub fn request_shutdown(&self) {
+        self.inner.shutdown.cancel();
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        self.inner.shutdown.is_cancelled()
+    }
+
+    /// Resolves when shutdown has been requested.
+    pub fn shutdown_signal(&self) -> tokio_util::sync::WaitForCancellationFutureOwned {
+        self.inner.shutdown.clone().cancelled_owned()
+    }
+
+    /// Keeps track of a turn this server started, so shutdown lets it finish writing.
+    pub fn track_turn(&self, handle: TurnHandle) {
+        self.inner.turns.track(handle);
+    }
+
+    /// Lets tracked turns finish (or cancels them after the grace period), then makes every
+    /// logged event durable.
+    pub(crate) async fn drain_turns(&self) {
+        self.inner
+            .turns
+            .drain(&self.inner.agent, self.inner.config.shutdown_grace)
+            .await;
+        if let Err(error) = self.store().event_log().flush().await {
+            tracing::error!(%error, "flushing the event log at shutdown failed");
+        }
+    }
+
+    pub(crate) fn stop(&self) {
+        self.inner.shutdown.cancel();
+        self.inner.stopped.cancel();
+    }
+
+    /// The context if `principal` may see it; 404 when it does not exist or belongs to
+    /// someone else (indistinguishable on purpose).
+    pub async fn authorize_context(
+        &self,
+        principal: &Principal,
+        context_id: &str,
+    ) -> Result<ContextRecord, ApiError> {
+        if !is_valid_id(context_id) {
+            return Err(ApiError::invalid_id("contextId"));
+        }
+        match self.store().get_context(context_id).await? {
+            Some(context) if principal.can_access(context.owner.as_deref()) => Ok(context),
+            _ => Err(ApiError::not_found("context", context_id)),
+        }
+    }
+
+    /// Like [`authorize_context`](Self::authorize_context), but a context that does not
+    /// exist yet is fine (a first message creates it).
+    pub async fn authorize_new_or_own_context(
+        &self,
+        principal: &Principal,
+        context_id: &str,
+    ) -> Result<(), ApiError> {
+        if !is_valid_id(context_id) {
+            return Err(ApiError::invalid_id("contextId"));
+        }
+        match self.store().get_context(context_id).await? {
+            Some(context) if !principal.can_access(context.owner.as_deref()) => {
+                Err(ApiError::not_found("context", context_id))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The task if `principal` may see its context; 404 otherwise.
+    pub async fn authorize_task(
+        &self,
+        principal: &Principal,
+        task_id: &str,
+    ) -> Result<TaskRecord, ApiError> {
+        if !is_valid_id(task_id) {
+            return Err(ApiError::invalid_id("taskId"));
+        }
+        let Some(task) = self.store().get_task(task_id).await? else {
+            return Err(ApiError::not_found("task", task_id));
+        };
+        match self.store().get_context(&task.context_id).await? {
+            Some(context) if principal.can_access(context.owner.as_deref()) => Ok(task),
+            _ => Err(ApiError::not_found("task", task_id)),
+        }
+    }
+
+    /// The resume point of a context stream: the `Last-Event-ID` header, else the
+    /// `lastEventId` query parameter, else 0 (the beginning). The header wins because
+    /// `EventSource` sends it on reconnection while the URL keeps its original query.
+    /// Not a number, or ahead of the log, is a 400 — never a silently empty stream.
+    pub async fn resume_point(
+        &self,
+        context_id: &str,
+        headers: &HeaderMap,
+        query: Option<&str>,
+    ) -> Result<u64, ApiError> {
+        let header = match headers.get("last-event-id") {
+            Some(value) => Some(value.to_str().map_err(|_| invalid_last_event_id())?),
+            None => None,
+        };
+        let raw = header.or(query).map(str::trim).filter(|s| !s.is_empty());
+        let Some(raw) = raw else { return Ok(0) };
+        if !raw.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(invalid_last_event_id());
+        }
+        let after: u64 = raw.parse().map_err(|_| invalid_last_event_id())?;
+        let last = self.store().event_log().last_seq(context_id).await?;
+        if after > last {
+            return Err(ApiError::bad_request(
+                "last_event_id_ahead",
+                format!("Last-Event-ID {after} is ahead of this context's event log (last id {last})"),
+            ));
+        }
+        Ok(after)
+    }
+
+    /// Takes one of `principal`'s stream slots (429 when all are in use, 503 when
+    /// shutting down). Take it before starting work the stream would report on.
+    pub fn acquire_stream(&self, principal: &Principal) -> Result<StreamPermit, ApiError> {
+        if self.is_shutting_down() {
+            return Err(ApiError::shutting_down());
+        }
+        self.inner
+            .limiter
+            .try_acquire(principal.limit_key())
+            .ok_or_else(|| ApiError::too_many_streams(self.inner.limiter.max()))
+    }
+
+    /// Opens an event stream: registers with the router first, then replays the log after
+    /// `after_seq` lazily as the client reads, then follows live events. `internal:*`
+    /// events are removed unless the server allows them, whatever `filter` says.
+    /// `conn` lets the router close a stalled client's connection.
+    pub fn open_stream(
+        &self,
+        permit: StreamPermit,
+        conn: Option<ConnHandle>,
+        request: StreamRequest,
+    ) -> EventStream {
+        let StreamRequest {
+            context_id,
+            after_seq,
+            mut filter,
+            close,
+        } = request;
+        filter.include_internal &= self.inner.config.allow_internal;
+        let context_id: Arc<str> = Arc::from(context_id);
+        let subscription = Arc::new(Subscription { filter, close });
+        let registration =
+            self.inner
+                .router
+                .register(Arc::clone(&context_id), Arc::clone(&subscription), conn);
+        EventStream::new(
+            self.store().clone(),
+            context_id,
+            after_seq,
+            subscription,
+            registration,
+            self.shutdown_signal(),
+            Some(permit),
+        )
+    }
+}
+
+fn invalid_last_event_id() -> ApiError {
+    ApiError::bad_request(
+        "invalid_last_event_id",
+        "Last-Event-ID must be a non-negative integer: the id of the last event received",
+    )
+}

@@ -1,0 +1,230 @@
+//! The append-only event log: every event is written before it is delivered.
+//!
+//! Producers [`append`](EventLog::append) into a bounded queue. One writer thread owns the
+//! write connection: it blocks for the first queued event, then takes everything already
+//! queued (up to `max_batch`), inserts it in one transaction, commits, and only then
+//! broadcasts the batch to live subscribers and answers [`flush`](EventLog::flush) calls.
+//! There is no timer: an idle log commits a lone event at once, a busy one commits large
+//! batches, so a million deltas cost a few thousand transactions.
+
+mod read;
+mod tail;
+mod writer;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread::JoinHandle;
+
+use futures::Stream;
+use looopy_protocol::Event;
+use rusqlite::Connection;
+use tokio::sync::{broadcast, mpsc, oneshot};
+
+use crate::db::Pool;
+use crate::{StoreError, StoreOptions};
+
+/// A batch of committed events, as delivered to subscribers.
+pub type Batch = Arc<[Event]>;
+
+/// Counters of the writer, for benchmarks and metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EventLogStats {
+    /// Transactions that committed at least one event.
+    pub batches_committed: u64,
+    /// Events durably written.
+    pub events_committed: u64,
+    /// Events refused (bad `seq`, or a write that failed even alone).
+    pub events_rejected: u64,
+    /// The most events committed in one transaction.
+    pub largest_batch: u64,
+}
+
+#[derive(Default)]
+pub(crate) struct Stats {
+    batches_committed: AtomicU64,
+    events_committed: AtomicU64,
+    events_rejected: AtomicU64,
+    largest_batch: AtomicU64,
+}
+
+impl Stats {
+    fn committed(&self, events: usize) {
+        let events = events as u64;
+        self.batches_committed.fetch_add(1, Ordering::Relaxed);
+        self.events_committed.fetch_add(events, Ordering::Relaxed);
+        self.largest_batch.fetch_max(events, Ordering::Relaxed);
+    }
+
+    fn rejected(&self) {
+        self.events_rejected.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn snapshot(&self) -> EventLogStats {
+        EventLogStats {
+            batches_committed: self.batches_committed.load(Ordering::Relaxed),
+            events_committed: self.events_committed.load(Ordering::Relaxed),
+            events_rejected: self.events_rejected.load(Ordering::Relaxed),
+            largest_batch: self.largest_batch.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// What producers send the writer thread, in one queue so a flush is ordered after the
+/// appends that preceded it.
+pub(crate) enum Command {
+    Append(Event),
+    Flush(oneshot::Sender<Result<(), StoreError>>),
+    Close(oneshot::Sender<Result<(), StoreError>>),
+}
+
+/// Handle to the event log; cheap to clone. The writer thread stops (after committing
+/// everything queued) when the last handle is dropped or [`close`](EventLog::close) is called.
+#[derive(Clone)]
+pub struct EventLog {
+    shared: Arc<Shared>,
+}
+
+// Field order matters: fields drop in declaration order, so the queue's sender is gone
+// (letting the writer drain and exit) before `writer` joins the thread.
+struct Shared {
+    queue: mpsc::Sender<Command>,
+    /// Weak, so that the writer holds the only strong sender and subscribers see `Closed`
+    /// once it has stopped.
+    live: broadcast::WeakSender<Batch>,
+    reader: Arc<Pool>,
+    stats: Arc<Stats>,
+    #[allow(dead_code, reason = "held only for its Drop, which joins the writer thread")]
+    writer: WriterThread,
+}
+
+struct WriterThread(Option<JoinHandle<()>>);
+
+impl Drop for WriterThread {
+    fn drop(&mut self) {
+        if let Some(handle) = self.0.take() {
+            if handle.thread().id() != std::thread::current().id() && handle.join().is_err() {
+                tracing::error!("event-log writer thread panicked");
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for EventLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventLog")
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+impl EventLog {
+    /// Starts the writer thread on `conn`.
+    pub(crate) fn start(
+        conn: Connection,
+        reader: Arc<Pool>,
+        options: &StoreOptions,
+    ) -> Result<EventLog, StoreError> {
+        let (queue, commands) = mpsc::channel(options.queue_capacity.max(1));
+        let (live, _) = broadcast::channel(options.broadcast_capacity.max(1));
+        let weak_live = live.downgrade();
+        let stats = Arc::new(Stats::default());
+        let writer = writer::Writer::new(conn, commands, live, Arc::clone(&stats), options.max_batch);
+        let handle = std::thread::Builder::new()
+            .name("looopy-event-log".into())
+            .spawn(move || writer.run())
+            .map_err(|source| StoreError::Io {
+                action: "spawning the event-log writer thread for",
+                path: reader.path().to_path_buf(),
+                source,
+            })?;
+        Ok(EventLog {
+            shared: Arc::new(Shared {
+                queue,
+                live: weak_live,
+                reader,
+                stats,
+                writer: WriterThread(Some(handle)),
+            }),
+        })
+    }
+
+    /// Enqueues an event for durable append. Returns as soon as it is queued; awaits only
+    /// when the bounded queue is full (backpressure to the producer). Events of a context
+    /// must arrive in increasing `seq` order (starting at 1); a duplicate or non-increasing
+    /// `seq` is logged and reported by a later [`flush`](Self::flush), never a panic.
+    /// Fails only with [`StoreError::Closed`].
+    pub async fn append(&self, event: Event) -> Result<(), StoreError> {
+        self.shared
+            .queue
+            .send(Command::Append(event))
+            .await
+            .map_err(|_| StoreError::Closed)
+    }
+
+    /// Resolves once every event appended before this call is committed (and broadcast).
+    /// Returns [`StoreError::Rejected`] if events were refused since the previous flush.
+    pub async fn flush(&self) -> Result<(), StoreError> {
+        let (done, answer) = oneshot::channel();
+        self.shared
+            .queue
+            .send(Command::Flush(done))
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        answer.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Commits everything queued and stops the writer. Idempotent.
+    pub async fn close(&self) -> Result<(), StoreError> {
+        let (done, answer) = oneshot::channel();
+        if self.shared.queue.send(Command::Close(done)).await.is_err() {
+            return Ok(());
+        }
+        answer.await.unwrap_or(Ok(()))
+    }
+
+    /// Every committed batch, in commit order, for live delivery. A receiver that falls
+    /// more than `broadcast_capacity` batches behind gets `RecvError::Lagged` and must catch
+    /// up from [`read_after`](Self::read_after) ([`tail`](Self::tail) does this for you).
+    /// After the log is closed the receiver reports `Closed`.
+    pub fn subscribe(&self) -> broadcast::Receiver<Batch> {
+        match self.shared.live.upgrade() {
+            Some(live) => live.subscribe(),
+            None => broadcast::channel(1).1,
+        }
+    }
+
+    /// Up to `limit` events of a context with `seq > after_seq`, in `seq` order.
+    pub async fn read_after(
+        &self,
+        context_id: &str,
+        after_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<Event>, StoreError> {
+        read::read_after(&self.shared.reader, context_id, after_seq, limit).await
+    }
+
+    /// The highest committed `seq` of a context; 0 if it has no events.
+    pub async fn last_seq(&self, context_id: &str) -> Result<u64, StoreError> {
+        read::last_seq(&self.shared.reader, context_id).await
+    }
+
+    /// Replay-then-live stream of one context's events with `seq > after_seq`: reads the
+    /// log in pages, then follows live batches, with no gap and no duplicate at the seam;
+    /// on broadcast lag it catches up from the log again. Memory stays bounded by one page
+    /// or one batch. Ends after the log is closed (once caught up), or after yielding an
+    /// error.
+    pub fn tail(
+        &self,
+        context_id: &str,
+        after_seq: u64,
+    ) -> impl Stream<Item = Result<Event, StoreError>> + Send + 'static {
+        // Subscribe before the first read, so nothing committed after it can be missed.
+        let live = self.subscribe();
+        tail::tail(Arc::clone(&self.shared.reader), live, context_id.to_string(), after_seq)
+    }
+
+    /// Writer counters so far.
+    pub fn stats(&self) -> EventLogStats {
+        self.shared.stats.snapshot()
+    }
+}

@@ -1,0 +1,276 @@
+//! The writer thread: group commit. Blocks for the first command, drains whatever else is
+//! already queued (up to `max_batch` events), commits the batch in one transaction, then
+//! broadcasts it and answers flushes — delivery always follows durability.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use looopy_protocol::Event;
+use rusqlite::{Connection, Transaction, TransactionBehavior, params};
+use tokio::sync::{broadcast, mpsc, oneshot};
+
+use super::{Batch, Command, Stats};
+use crate::{RejectedEvent, StoreError};
+
+/// Contexts whose last `seq` the writer remembers; past this the memo starts over (misses
+/// cost one indexed `MAX(seq)` lookup).
+const SEQ_MEMO_LIMIT: usize = 65_536;
+/// Rejected events kept as examples for the next flush's error.
+const REJECTION_EXAMPLES: usize = 16;
+
+type Reply = oneshot::Sender<Result<(), StoreError>>;
+
+pub(super) struct Writer {
+    conn: Connection,
+    commands: mpsc::Receiver<Command>,
+    live: broadcast::Sender<Batch>,
+    stats: Arc<Stats>,
+    max_batch: usize,
+    /// Highest accepted `seq` per context, to refuse non-increasing ones without a query.
+    last_seq: HashMap<String, u64>,
+    rejected_count: u64,
+    rejected_examples: Vec<RejectedEvent>,
+    /// Reused serialization buffers: one allocation per batch, not per event.
+    json: Vec<u8>,
+    ts: String,
+}
+
+impl Writer {
+    pub(super) fn new(
+        conn: Connection,
+        commands: mpsc::Receiver<Command>,
+        live: broadcast::Sender<Batch>,
+        stats: Arc<Stats>,
+        max_batch: usize,
+    ) -> Self {
+        Self {
+            conn,
+            commands,
+            live,
+            stats,
+            max_batch: max_batch.max(1),
+            last_seq: HashMap::new(),
+            rejected_count: 0,
+            rejected_examples: Vec::new(),
+            json: Vec::with_capacity(1024),
+            ts: String::with_capacity(32),
+        }
+    }
+
+    /// Runs until every sender is gone (or a close was requested) and the queue is drained.
+    pub(super) fn run(mut self) {
+        let mut flushes: Vec<Reply> = Vec::new();
+        let mut closes: Vec<Reply> = Vec::new();
+        while let Some(first) = self.commands.blocking_recv() {
+            let mut events = Vec::with_capacity(self.max_batch.min(256));
+            self.take(first, &mut events, &mut flushes, &mut closes);
+            while events.len() < self.max_batch {
+                match self.commands.try_recv() {
+                    Ok(command) => self.take(command, &mut events, &mut flushes, &mut closes),
+                    Err(_) => break,
+                }
+            }
+            if !events.is_empty() {
+                self.commit(events);
+            }
+            if !flushes.is_empty() {
+                self.answer(flushes.drain(..));
+            }
+        }
+        self.answer(closes.drain(..));
+        tracing::debug!(stats = ?self.stats.snapshot(), "event-log writer stopped");
+    }
+
+    fn take(&mut self, command: Command, events: &mut Vec<Event>, flushes: &mut Vec<Reply>, closes: &mut Vec<Reply>) {
+        match command {
+            Command::Append(event) => events.push(event),
+            Command::Flush(reply) => flushes.push(reply),
+            Command::Close(reply) => {
+                // Refuse new commands but keep draining the ones already queued.
+                self.commands.close();
+                closes.push(reply);
+            }
+        }
+    }
+
+    /// Tells waiters their events are durable, or which were refused since the last answer.
+    fn answer(&mut self, replies: impl Iterator<Item = Reply>) {
+        let count = std::mem::take(&mut self.rejected_count);
+        let examples = std::mem::take(&mut self.rejected_examples);
+        for reply in replies {
+            let result = if count == 0 {
+                Ok(())
+            } else {
+                Err(StoreError::Rejected {
+                    count,
+                    examples: examples.clone(),
+                })
+            };
+            // The waiter may have given up (its future dropped); nothing to do then.
+            let _ = reply.send(result);
+        }
+    }
+
+    /// Writes one batch: refuses bad sequence numbers, inserts the rest in one transaction
+    /// (falling back to one transaction per event if that fails), broadcasts what committed.
+    fn commit(&mut self, events: Vec<Event>) {
+        let mut accepted = Vec::with_capacity(events.len());
+        for event in events {
+            match self.check_seq(&event) {
+                Ok(()) => accepted.push(event),
+                Err(reason) => self.reject(&event, reason),
+            }
+        }
+        if accepted.is_empty() {
+            return;
+        }
+        let committed = match self.insert_batch(&accepted) {
+            Ok(unserializable) => self.drop_unserializable(accepted, unserializable),
+            Err(error) => {
+                tracing::warn!(%error, events = accepted.len(), "event batch failed; retrying one by one");
+                self.insert_one_by_one(accepted)
+            }
+        };
+        if !committed.is_empty() {
+            // Nobody listening is fine: the log is the source of truth.
+            let _ = self.live.send(Batch::from(committed));
+        }
+    }
+
+    /// Ok if `event.seq` is above every committed or accepted seq of its context; records
+    /// it as the context's last seq.
+    fn check_seq(&mut self, event: &Event) -> Result<(), String> {
+        if event.seq == 0 || i64::try_from(event.seq).is_err() {
+            return Err(format!("seq {} is outside 1..=i64::MAX", event.seq));
+        }
+        let last = match self.last_seq.get(&event.context_id) {
+            Some(&last) => last,
+            None => self.stored_last_seq(&event.context_id)?,
+        };
+        if event.seq <= last {
+            return Err(format!("seq {} is not above the last seq {last} of this context", event.seq));
+        }
+        if let Some(slot) = self.last_seq.get_mut(&event.context_id) {
+            *slot = event.seq;
+        } else {
+            if self.last_seq.len() >= SEQ_MEMO_LIMIT {
+                self.last_seq.clear();
+            }
+            self.last_seq.insert(event.context_id.clone(), event.seq);
+        }
+        Ok(())
+    }
+
+    fn stored_last_seq(&self, context_id: &str) -> Result<u64, String> {
+        let max: Option<i64> = self
+            .conn
+            .prepare_cached("SELECT MAX(seq) FROM events WHERE context_id = ?1")
+            .and_then(|mut stmt| stmt.query_row([context_id], |row| row.get(0)))
+            .map_err(|e| format!("cannot read the last seq: {e}"))?;
+        Ok(max.and_then(|m| u64::try_from(m).ok()).unwrap_or(0))
+    }
+
+    fn reject(&mut self, event: &Event, reason: String) {
+        tracing::warn!(context_id = %event.context_id, seq = event.seq, %reason, "event rejected by the event log");
+        self.stats.rejected();
+        self.rejected_count += 1;
+        if self.rejected_examples.len() < REJECTION_EXAMPLES {
+            self.rejected_examples.push(RejectedEvent {
+                context_id: event.context_id.clone(),
+                seq: event.seq,
+                reason,
+            });
+        }
+    }
+
+    /// One transaction for the whole batch. Returns the indices of events that could not
+    /// be serialized (skipped, the rest committed).
+    fn insert_batch(&mut self, events: &[Event]) -> rusqlite::Result<Vec<(usize, String)>> {
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let skipped = insert_rows(&tx, &mut self.json, &mut self.ts, events)?;
+        tx.commit()?;
+        let written = events.len() - skipped.len();
+        if written > 0 {
+            self.stats.committed(written);
+        }
+        Ok(skipped)
+    }
+
+    fn drop_unserializable(&mut self, events: Vec<Event>, skipped: Vec<(usize, String)>) -> Vec<Event> {
+        if skipped.is_empty() {
+            return events;
+        }
+        let mut reasons = skipped.into_iter().peekable();
+        let mut kept = Vec::with_capacity(events.len());
+        for (index, event) in events.into_iter().enumerate() {
+            match reasons.next_if(|(i, _)| *i == index) {
+                Some((_, reason)) => {
+                    // Its seq was never written, so the context's memo must not claim it.
+                    self.last_seq.remove(&event.context_id);
+                    self.reject(&event, reason);
+                }
+                None => kept.push(event),
+            }
+        }
+        kept
+    }
+
+    /// After a failed batch: each event in its own transaction, so one bad event (or a
+    /// constraint the memo did not know about) costs only itself.
+    fn insert_one_by_one(&mut self, events: Vec<Event>) -> Vec<Event> {
+        // The failed transaction rolled back; the memo may claim seqs that were not written.
+        self.last_seq.clear();
+        let mut committed = Vec::with_capacity(events.len());
+        for event in events {
+            if let Err(reason) = self.check_seq(&event) {
+                self.reject(&event, reason);
+                continue;
+            }
+            match self.insert_batch(std::slice::from_ref(&event)) {
+                Ok(skipped) if skipped.is_empty() => committed.push(event),
+                Ok(mut skipped) => {
+                    self.last_seq.remove(&event.context_id);
+                    let reason = skipped.pop().map(|(_, r)| r).unwrap_or_default();
+                    self.reject(&event, reason);
+                }
+                Err(error) => {
+                    self.last_seq.remove(&event.context_id);
+                    self.reject(&event, format!("write failed: {error}"));
+                }
+            }
+        }
+        committed
+    }
+}
+
+/// Inserts `events` with one cached statement, serializing each exactly once into `json`.
+fn insert_rows(
+    tx: &Transaction<'_>,
+    json: &mut Vec<u8>,
+    ts: &mut String,
+    events: &[Event],
+) -> rusqlite::Result<Vec<(usize, String)>> {
+    let mut stmt = tx.prepare_cached(
+        "INSERT INTO events (context_id, seq, task_id, kind, ts, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?;
+    let mut skipped = Vec::new();
+    for (index, event) in events.iter().enumerate() {
+        json.clear();
+        if let Err(e) = serde_json::to_writer(&mut *json, event) {
+            skipped.push((index, format!("cannot serialize: {e}")));
+            continue;
+        }
+        let Ok(data) = std::str::from_utf8(json) else {
+            skipped.push((index, "serialized to invalid UTF-8".to_string()));
+            continue;
+        };
+        ts.clear();
+        // Same shape as the event's own `timestamp` (RFC 3339, UTC, milliseconds).
+        let _ = write!(ts, "{}", event.timestamp.format("%Y-%m-%dT%H:%M:%S%.3fZ"));
+        // check_seq guaranteed the seq fits in an i64.
+        let seq = i64::try_from(event.seq).unwrap_or(i64::MAX);
+        stmt.execute(params![event.context_id, seq, event.task_id, event.kind(), ts.as_str(), data])?;
+    }
+    Ok(skipped)
+}

@@ -1,0 +1,107 @@
+//! Versioned migrations. The version lives in `PRAGMA user_version`; each migration runs once,
+//! in order, inside one transaction with the version bump, so a crash mid-migration leaves the
+//! previous version intact. Never edit a released migration — append a new one.
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use crate::StoreError;
+
+/// Migration `i` (0-based) brings the schema from version `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[
+    // v1: contexts, messages, tasks, artifacts and the event log.
+    r#"
+    CREATE TABLE contexts (
+        context_id TEXT PRIMARY KEY NOT NULL,
+        owner      TEXT,
+        title      TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX contexts_by_updated ON contexts(updated_at);
+    CREATE INDEX contexts_by_owner ON contexts(owner, updated_at);
+
+    CREATE TABLE messages (
+        context_id TEXT NOT NULL,
+        position   INTEGER NOT NULL,
+        data       TEXT NOT NULL,
+        PRIMARY KEY (context_id, position)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE tasks (
+        task_id        TEXT PRIMARY KEY NOT NULL,
+        context_id     TEXT NOT NULL,
+        parent_task_id TEXT,
+        state          TEXT NOT NULL,
+        created_at     TEXT NOT NULL,
+        updated_at     TEXT NOT NULL,
+        error          TEXT,
+        result         TEXT,
+        pending        TEXT
+    ) WITHOUT ROWID;
+    CREATE INDEX tasks_by_context ON tasks(context_id, created_at);
+    CREATE INDEX tasks_by_state ON tasks(state);
+
+    CREATE TABLE artifacts (
+        artifact_id TEXT PRIMARY KEY NOT NULL,
+        context_id  TEXT NOT NULL,
+        task_id     TEXT NOT NULL,
+        kind        TEXT NOT NULL,
+        name        TEXT,
+        mime_type   TEXT,
+        content     TEXT NOT NULL,
+        metadata    TEXT NOT NULL,
+        created_at  TEXT NOT NULL,
+        updated_at  TEXT NOT NULL
+    );
+    CREATE INDEX artifacts_by_context ON artifacts(context_id, created_at);
+
+    -- Appended pieces of an artifact, kept apart so appending is O(chunk), not a rewrite
+    -- of the whole content.
+    CREATE TABLE artifact_chunks (
+        artifact_id TEXT NOT NULL,
+        position    INTEGER NOT NULL,
+        data        TEXT NOT NULL,
+        PRIMARY KEY (artifact_id, position)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE events (
+        context_id TEXT NOT NULL,
+        seq        INTEGER NOT NULL,
+        task_id    TEXT NOT NULL,
+        kind       TEXT NOT NULL,
+        ts         TEXT NOT NULL,
+        data       TEXT NOT NULL,
+        PRIMARY KEY (context_id, seq)
+    ) WITHOUT ROWID;
+    "#,
+];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Brings the database to [`SCHEMA_VERSION`]; a no-op when it is already there.
+pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let found: i64 = tx.pragma_query_value(None, "user_version", |row| row.get(0))?;
+    if found > SCHEMA_VERSION {
+        return Err(StoreError::SchemaTooNew {
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    let start = usize::try_from(found.max(0)).unwrap_or(0);
+    for (index, sql) in MIGRATIONS.iter().enumerate().skip(start) {
+        tracing::info!(version = index + 1, "applying store migration");
+        tx.execute_batch(sql)?;
+    }
+    if found != SCHEMA_VERSION {
+        tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+/// The version recorded in the file.
+pub(crate) fn current_version(conn: &Connection) -> Result<i64, StoreError> {
+    Ok(conn.pragma_query_value(None, "user_version", |row| row.get(0))?)
+}

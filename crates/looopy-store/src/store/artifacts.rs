@@ -1,0 +1,165 @@
+//! Artifacts: files, data records and datasets produced by tasks. The record holds the
+//! initial content; appended chunks live in their own rows so a file streamed in many
+//! chunks costs O(total) to write, not O(total²).
+
+use chrono::Utc;
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+use super::Store;
+use crate::db::{decode_json, decode_time, encode_json, encode_time};
+use crate::{ArtifactRecord, StoreError};
+
+const COLUMNS: &str = "artifact_id, context_id, task_id, kind, name, mime_type, content, metadata, created_at, updated_at";
+
+struct RawArtifact {
+    artifact_id: String,
+    context_id: String,
+    task_id: String,
+    kind: String,
+    name: Option<String>,
+    mime_type: Option<String>,
+    content: String,
+    metadata: String,
+    created_at: String,
+    updated_at: String,
+}
+
+fn raw(row: &rusqlite::Row<'_>) -> rusqlite::Result<RawArtifact> {
+    Ok(RawArtifact {
+        artifact_id: row.get(0)?,
+        context_id: row.get(1)?,
+        task_id: row.get(2)?,
+        kind: row.get(3)?,
+        name: row.get(4)?,
+        mime_type: row.get(5)?,
+        content: row.get(6)?,
+        metadata: row.get(7)?,
+        created_at: row.get(8)?,
+        updated_at: row.get(9)?,
+    })
+}
+
+/// Decodes a row and appends its chunks to the content.
+fn decode(conn: &Connection, raw: RawArtifact) -> Result<ArtifactRecord, StoreError> {
+    let key = raw.artifact_id.as_str();
+    let metadata = decode_json(&raw.metadata, "artifacts", key, "metadata")?;
+    let created_at = decode_time(&raw.created_at, "artifacts", key, "created_at")?;
+    let updated_at = decode_time(&raw.updated_at, "artifacts", key, "updated_at")?;
+    let mut content = raw.content;
+    let mut stmt = conn.prepare_cached(
+        "SELECT data FROM artifact_chunks WHERE artifact_id = ?1 ORDER BY position",
+    )?;
+    let mut chunks = stmt.query([key])?;
+    while let Some(row) = chunks.next()? {
+        content.push_str(&row.get::<_, String>(0)?);
+    }
+    Ok(ArtifactRecord {
+        artifact_id: raw.artifact_id,
+        context_id: raw.context_id,
+        task_id: raw.task_id,
+        kind: raw.kind,
+        name: raw.name,
+        mime_type: raw.mime_type,
+        content,
+        metadata,
+        created_at,
+        updated_at,
+    })
+}
+
+impl Store {
+    /// Creates the artifact, or replaces it entirely (earlier appended chunks included).
+    pub async fn put_artifact(&self, a: &ArtifactRecord) -> Result<(), StoreError> {
+        let a = a.clone();
+        let metadata = encode_json(&a.metadata)?;
+        self.pool()
+            .run(move |conn| {
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                tx.prepare_cached("DELETE FROM artifact_chunks WHERE artifact_id = ?1")?
+                    .execute([&a.artifact_id])?;
+                tx.prepare_cached(&format!(
+                    "INSERT OR REPLACE INTO artifacts ({COLUMNS})
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
+                ))?
+                .execute(params![
+                    a.artifact_id,
+                    a.context_id,
+                    a.task_id,
+                    a.kind,
+                    a.name,
+                    a.mime_type,
+                    a.content,
+                    metadata,
+                    encode_time(&a.created_at),
+                    encode_time(&a.updated_at),
+                ])?;
+                tx.commit()?;
+                Ok(())
+            })
+            .await
+    }
+
+    /// Appends `chunk` verbatim to an existing artifact's content (a file chunk, or dataset
+    /// rows as JSON lines — include the trailing `\n`). Fails with
+    /// [`StoreError::NotFound`] when the artifact was never put.
+    pub async fn append_artifact(&self, artifact_id: &str, chunk: &str) -> Result<(), StoreError> {
+        let artifact_id = artifact_id.to_string();
+        let chunk = chunk.to_string();
+        self.pool()
+            .run(move |conn| {
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                let changed = tx
+                    .prepare_cached("UPDATE artifacts SET updated_at = ?2 WHERE artifact_id = ?1")?
+                    .execute(params![artifact_id, encode_time(&Utc::now())])?;
+                if changed == 0 {
+                    return Err(StoreError::NotFound {
+                        what: "artifact",
+                        id: artifact_id,
+                    });
+                }
+                let last: Option<i64> = tx
+                    .prepare_cached("SELECT MAX(position) FROM artifact_chunks WHERE artifact_id = ?1")?
+                    .query_row([&artifact_id], |row| row.get(0))?;
+                tx.prepare_cached(
+                    "INSERT INTO artifact_chunks (artifact_id, position, data) VALUES (?1, ?2, ?3)",
+                )?
+                .execute(params![artifact_id, last.map_or(0, |p| p.saturating_add(1)), chunk])?;
+                tx.commit()?;
+                Ok(())
+            })
+            .await
+    }
+
+    /// The artifact with its whole content, if it exists.
+    pub async fn get_artifact(&self, artifact_id: &str) -> Result<Option<ArtifactRecord>, StoreError> {
+        let artifact_id = artifact_id.to_string();
+        self.pool()
+            .run(move |conn| {
+                let tx = conn.transaction()?;
+                let found = tx
+                    .prepare_cached(&format!("SELECT {COLUMNS} FROM artifacts WHERE artifact_id = ?1"))?
+                    .query_row([&artifact_id], raw)
+                    .optional()?;
+                found.map(|r| decode(&tx, r)).transpose()
+            })
+            .await
+    }
+
+    /// A context's artifacts in creation order, each with its whole content.
+    pub async fn list_artifacts(&self, context_id: &str) -> Result<Vec<ArtifactRecord>, StoreError> {
+        let context_id = context_id.to_string();
+        self.pool()
+            .run(move |conn| {
+                // One read transaction, so record and chunks come from the same snapshot.
+                let tx = conn.transaction()?;
+                let raws = tx
+                    .prepare_cached(&format!(
+                        "SELECT {COLUMNS} FROM artifacts WHERE context_id = ?1 ORDER BY created_at, artifact_id"
+                    ))?
+                    .query_map([&context_id], raw)?
+                    .collect::<Result<Vec<_>, _>>()?;
+                raws.into_iter().map(|r| decode(&tx, r)).collect()
+            })
+            .await
+    }
+}

@@ -1,0 +1,122 @@
+//! Conversations (contexts): who owns them and when they were last active.
+
+use chrono::Utc;
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+use super::Store;
+use crate::db::{decode_time, encode_time};
+use crate::{ContextRecord, StoreError};
+
+const COLUMNS: &str = "context_id, owner, title, created_at, updated_at";
+
+type RawContext = (String, Option<String>, Option<String>, String, String);
+
+fn raw(row: &rusqlite::Row<'_>) -> rusqlite::Result<RawContext> {
+    Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?))
+}
+
+fn decode((context_id, owner, title, created, updated): RawContext) -> Result<ContextRecord, StoreError> {
+    let created_at = decode_time(&created, "contexts", &context_id, "created_at")?;
+    let updated_at = decode_time(&updated, "contexts", &context_id, "updated_at")?;
+    Ok(ContextRecord {
+        context_id,
+        owner,
+        created_at,
+        updated_at,
+        title,
+    })
+}
+
+fn select_one(conn: &Connection, context_id: &str) -> Result<Option<ContextRecord>, StoreError> {
+    let raw = conn
+        .prepare_cached(&format!("SELECT {COLUMNS} FROM contexts WHERE context_id = ?1"))?
+        .query_row([context_id], raw)
+        .optional()?;
+    raw.map(decode).transpose()
+}
+
+impl Store {
+    /// Creates the context if it does not exist yet; an existing one is returned unchanged
+    /// (its owner is never overwritten — check it against the caller).
+    pub async fn ensure_context(
+        &self,
+        context_id: &str,
+        owner: Option<&str>,
+    ) -> Result<ContextRecord, StoreError> {
+        let context_id = context_id.to_string();
+        let owner = owner.map(str::to_string);
+        self.pool()
+            .run(move |conn| {
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                let now = encode_time(&Utc::now());
+                tx.prepare_cached(
+                    "INSERT INTO contexts (context_id, owner, title, created_at, updated_at)
+                     VALUES (?1, ?2, NULL, ?3, ?3) ON CONFLICT (context_id) DO NOTHING",
+                )?
+                .execute(params![context_id, owner, now])?;
+                let record = select_one(&tx, &context_id)?;
+                tx.commit()?;
+                record.ok_or_else(|| StoreError::NotFound {
+                    what: "context",
+                    id: context_id,
+                })
+            })
+            .await
+    }
+
+    /// The context, if it exists.
+    pub async fn get_context(&self, context_id: &str) -> Result<Option<ContextRecord>, StoreError> {
+        let context_id = context_id.to_string();
+        self.pool().run(move |conn| select_one(conn, &context_id)).await
+    }
+
+    /// Contexts, most recently active first; only `owner`'s when given, all when `None`.
+    pub async fn list_contexts(&self, owner: Option<&str>) -> Result<Vec<ContextRecord>, StoreError> {
+        let owner = owner.map(str::to_string);
+        self.pool()
+            .run(move |conn| {
+                let order = "ORDER BY updated_at DESC, created_at DESC, context_id";
+                let rows = match &owner {
+                    Some(owner) => conn
+                        .prepare_cached(&format!(
+                            "SELECT {COLUMNS} FROM contexts WHERE owner = ?1 {order}"
+                        ))?
+                        .query_map([owner], raw)?
+                        .collect::<Result<Vec<_>, _>>()?,
+                    None => conn
+                        .prepare_cached(&format!("SELECT {COLUMNS} FROM contexts {order}"))?
+                        .query_map([], raw)?
+                        .collect::<Result<Vec<_>, _>>()?,
+                };
+                rows.into_iter().map(decode).collect()
+            })
+            .await
+    }
+
+    /// Sets or clears a context's title.
+    pub async fn set_context_title(&self, context_id: &str, title: Option<&str>) -> Result<(), StoreError> {
+        let context_id = context_id.to_string();
+        let title = title.map(str::to_string);
+        self.pool()
+            .run(move |conn| {
+                let changed = conn
+                    .prepare_cached("UPDATE contexts SET title = ?2 WHERE context_id = ?1")?
+                    .execute(params![context_id, title])?;
+                if changed == 0 {
+                    return Err(StoreError::NotFound {
+                        what: "context",
+                        id: context_id,
+                    });
+                }
+                Ok(())
+            })
+            .await
+    }
+}
+
+/// Marks a context active now (no-op if it does not exist).
+pub(super) fn touch(conn: &Connection, context_id: &str) -> Result<(), StoreError> {
+    conn.prepare_cached("UPDATE contexts SET updated_at = ?2 WHERE context_id = ?1")?
+        .execute(params![context_id, encode_time(&Utc::now())])?;
+    Ok(())
+}

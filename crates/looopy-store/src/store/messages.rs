@@ -1,0 +1,99 @@
+//! Conversation history: the messages sent to the model, in order, one JSON row each.
+
+use rusqlite::{TransactionBehavior, params};
+use looopy_protocol::Message;
+
+use super::Store;
+use super::contexts::touch;
+use crate::db::{decode_json, encode_json, to_u64};
+use crate::StoreError;
+
+impl Store {
+    /// Appends messages to a context's history in one transaction: all of them or none.
+    /// Bumps the context's `updated_at`.
+    pub async fn append_messages(&self, context_id: &str, messages: &[Message]) -> Result<(), StoreError> {
+        if messages.is_empty() {
+            return Ok(());
+        }
+        let context_id = context_id.to_string();
+        let encoded = messages.iter().map(encode_json).collect::<Result<Vec<_>, _>>()?;
+        self.pool()
+            .run(move |conn| {
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                let last: Option<i64> = tx
+                    .prepare_cached("SELECT MAX(position) FROM messages WHERE context_id = ?1")?
+                    .query_row([&context_id], |row| row.get(0))?;
+                let mut position = last.map_or(0, |p| p.saturating_add(1));
+                {
+                    let mut insert = tx.prepare_cached(
+                        "INSERT INTO messages (context_id, position, data) VALUES (?1, ?2, ?3)",
+                    )?;
+                    for data in &encoded {
+                        insert.execute(params![context_id, position, data])?;
+                        position = position.saturating_add(1);
+                    }
+                }
+                touch(&tx, &context_id)?;
+                tx.commit()?;
+                Ok(())
+            })
+            .await
+    }
+
+    /// A context's whole history, oldest first (empty when there is none).
+    pub async fn load_messages(&self, context_id: &str) -> Result<Vec<Message>, StoreError> {
+        let context_id = context_id.to_string();
+        self.pool()
+            .run(move |conn| {
+                let mut stmt = conn.prepare_cached(
+                    "SELECT position, data FROM messages WHERE context_id = ?1 ORDER BY position",
+                )?;
+                let mut rows = stmt.query([&context_id])?;
+                let mut messages = Vec::new();
+                while let Some(row) = rows.next()? {
+                    let position: i64 = row.get(0)?;
+                    let data: String = row.get(1)?;
+                    let key = format!("{context_id}/{}", to_u64(position, "messages", &context_id)?);
+                    messages.push(decode_json(&data, "messages", &key, "data")?);
+                }
+                Ok(messages)
+            })
+            .await
+    }
+
+    /// Replaces a context's whole history in one transaction (e.g. after summarising it).
+    pub async fn replace_messages(&self, context_id: &str, messages: &[Message]) -> Result<(), StoreError> {
+        let context_id = context_id.to_string();
+        let encoded = messages.iter().map(encode_json).collect::<Result<Vec<_>, _>>()?;
+        self.pool()
+            .run(move |conn| {
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                tx.prepare_cached("DELETE FROM messages WHERE context_id = ?1")?
+                    .execute([&context_id])?;
+                {
+                    let mut insert = tx.prepare_cached(
+                        "INSERT INTO messages (context_id, position, data) VALUES (?1, ?2, ?3)",
+                    )?;
+                    for (position, data) in (0i64..).zip(&encoded) {
+                        insert.execute(params![context_id, position, data])?;
+                    }
+                }
+                touch(&tx, &context_id)?;
+                tx.commit()?;
+                Ok(())
+            })
+            .await
+    }
+
+    /// Forgets a context's history (the context and its events stay).
+    pub async fn clear_messages(&self, context_id: &str) -> Result<(), StoreError> {
+        let context_id = context_id.to_string();
+        self.pool()
+            .run(move |conn| {
+                conn.prepare_cached("DELETE FROM messages WHERE context_id = ?1")?
+                    .execute([&context_id])?;
+                Ok(())
+            })
+            .await
+    }
+}

@@ -1,0 +1,211 @@
+//! Task records: the state of every turn, so a restarted process knows what was running,
+//! what is paused (and how to resume it) and what is finished.
+
+use chrono::Utc;
+use looopy_protocol::TaskState;
+use looopy_protocol::event::ErrorInfo;
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+use super::Store;
+use crate::db::{decode_json, decode_time, encode_json, encode_time};
+use crate::{StoreError, TaskRecord};
+
+const COLUMNS: &str =
+    "task_id, context_id, parent_task_id, state, created_at, updated_at, error, result, pending";
+
+/// States a task can only be in while a process is actively working on it. A task found in
+/// one of them at startup was left behind by a process that died.
+const ORPHAN_STATES: [TaskState; 3] = [TaskState::Submitted, TaskState::Working, TaskState::WaitingSubtask];
+
+struct RawTask {
+    task_id: String,
+    context_id: String,
+    parent_task_id: Option<String>,
+    state: String,
+    created_at: String,
+    updated_at: String,
+    error: Option<String>,
+    result: Option<String>,
+    pending: Option<String>,
+}
+
+fn raw(row: &rusqlite::Row<'_>) -> rusqlite::Result<RawTask> {
+    Ok(RawTask {
+        task_id: row.get(0)?,
+        context_id: row.get(1)?,
+        parent_task_id: row.get(2)?,
+        state: row.get(3)?,
+        created_at: row.get(4)?,
+        updated_at: row.get(5)?,
+        error: row.get(6)?,
+        result: row.get(7)?,
+        pending: row.get(8)?,
+    })
+}
+
+fn decode(raw: RawTask) -> Result<TaskRecord, StoreError> {
+    let key = raw.task_id.as_str();
+    let state = TaskState::parse(&raw.state).ok_or_else(|| StoreError::Corrupt {
+        table: "tasks",
+        key: key.to_string(),
+        reason: format!("unknown state {:?}", raw.state),
+    })?;
+    let created_at = decode_time(&raw.created_at, "tasks", key, "created_at")?;
+    let updated_at = decode_time(&raw.updated_at, "tasks", key, "updated_at")?;
+    let error = raw
+        .error
+        .as_deref()
+        .map(|text| decode_json::<ErrorInfo>(text, "tasks", key, "error"))
+        .transpose()?;
+    let pending = raw
+        .pending
+        .as_deref()
+        .map(|text| decode_json::<serde_json::Value>(text, "tasks", key, "pending"))
+        .transpose()?;
+    Ok(TaskRecord {
+        task_id: raw.task_id,
+        context_id: raw.context_id,
+        parent_task_id: raw.parent_task_id,
+        state,
+        created_at,
+        updated_at,
+        error,
+        result: raw.result,
+        pending,
+    })
+}
+
+fn upsert(conn: &Connection, task: &TaskRecord) -> Result<(), StoreError> {
+    let error = task.error.as_ref().map(encode_json).transpose()?;
+    let pending = task.pending.as_ref().map(encode_json).transpose()?;
+    conn.prepare_cached(&format!(
+        "INSERT INTO tasks ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+         ON CONFLICT (task_id) DO UPDATE SET
+            context_id = excluded.context_id, parent_task_id = excluded.parent_task_id,
+            state = excluded.state, created_at = excluded.created_at,
+            updated_at = excluded.updated_at, error = excluded.error,
+            result = excluded.result, pending = excluded.pending"
+    ))?
+    .execute(params![
+        task.task_id,
+        task.context_id,
+        task.parent_task_id,
+        task.state.as_str(),
+        encode_time(&task.created_at),
+        encode_time(&task.updated_at),
+        error,
+        task.result,
+        pending,
+    ])?;
+    Ok(())
+}
+
+fn select_one(conn: &Connection, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
+    let raw = conn
+        .prepare_cached(&format!("SELECT {COLUMNS} FROM tasks WHERE task_id = ?1"))?
+        .query_row([task_id], raw)
+        .optional()?;
+    raw.map(decode).transpose()
+}
+
+impl Store {
+    /// Creates or replaces the task with `task.task_id`, exactly as given.
+    pub async fn put_task(&self, task: &TaskRecord) -> Result<(), StoreError> {
+        let task = task.clone();
+        self.pool().run(move |conn| upsert(conn, &task)).await
+    }
+
+    /// The task, if it exists.
+    pub async fn get_task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
+        let task_id = task_id.to_string();
+        self.pool().run(move |conn| select_one(conn, &task_id)).await
+    }
+
+    /// Tasks in creation order (oldest first); only one context's when given.
+    pub async fn list_tasks(&self, context_id: Option<&str>) -> Result<Vec<TaskRecord>, StoreError> {
+        let context_id = context_id.map(str::to_string);
+        self.pool()
+            .run(move |conn| {
+                let order = "ORDER BY created_at, task_id";
+                let rows = match &context_id {
+                    Some(context_id) => conn
+                        .prepare_cached(&format!(
+                            "SELECT {COLUMNS} FROM tasks WHERE context_id = ?1 {order}"
+                        ))?
+                        .query_map([context_id], raw)?
+                        .collect::<Result<Vec<_>, _>>()?,
+                    None => conn
+                        .prepare_cached(&format!("SELECT {COLUMNS} FROM tasks {order}"))?
+                        .query_map([], raw)?
+                        .collect::<Result<Vec<_>, _>>()?,
+                };
+                rows.into_iter().map(decode).collect()
+            })
+            .await
+    }
+
+    /// Call once at startup, before accepting work: every task still `submitted`, `working`
+    /// or `waiting-subtask` belonged to a process that died, so it becomes `failed` with
+    /// error code `interrupted` (retryable) and `reason` as its message. Tasks waiting for
+    /// input or authentication are paused, not orphaned, and are left alone. Returns the
+    /// failed tasks so the caller can log their terminal events.
+    pub async fn fail_orphaned_tasks(&self, reason: &str) -> Result<Vec<TaskRecord>, StoreError> {
+        let reason = reason.to_string();
+        self.pool()
+            .run(move |conn| {
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                let raws = tx
+                    .prepare_cached(&format!(
+                        "SELECT {COLUMNS} FROM tasks WHERE state IN (?1, ?2, ?3) ORDER BY created_at, task_id"
+                    ))?
+                    .query_map(
+                        params![
+                            ORPHAN_STATES[0].as_str(),
+                            ORPHAN_STATES[1].as_str(),
+                            ORPHAN_STATES[2].as_str()
+                        ],
+                        raw,
+                    )?
+                    .collect::<Result<Vec<_>, _>>()?;
+                let now = Utc::now();
+                let mut failed = Vec::with_capacity(raws.len());
+                let error = ErrorInfo {
+                    code: "interrupted".to_string(),
+                    message: reason.clone(),
+                    retryable: true,
+                };
+                for raw in raws {
+                    let task_id = raw.task_id.clone();
+                    match decode(raw) {
+                        Ok(mut task) => {
+                            task.state = TaskState::Failed;
+                            task.updated_at = now;
+                            task.error = Some(error.clone());
+                            upsert(&tx, &task)?;
+                            failed.push(task);
+                        }
+                        // A row that no longer decodes must not keep the process from
+                        // starting: fail it in place and say so.
+                        Err(e) => {
+                            tracing::warn!(%task_id, error = %e, "failing an orphaned task whose row is corrupt");
+                            tx.prepare_cached(
+                                "UPDATE tasks SET state = ?2, error = ?3, updated_at = ?4 WHERE task_id = ?1",
+                            )?
+                            .execute(params![
+                                task_id,
+                                TaskState::Failed.as_str(),
+                                encode_json(&error)?,
+                                encode_time(&now)
+                            ])?;
+                        }
+                    }
+                }
+                tx.commit()?;
+                if !failed.is_empty() {
+                    tracing::warn!(count = failed.len(), "failed tasks orphaned by a previous process");
+                }
+                Ok(failed)
+            })
+            .await
+    }
+}

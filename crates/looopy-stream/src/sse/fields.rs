@@ -1,0 +1,119 @@
+//! Interpretation of complete lines: fields into buffers, blank lines into dispatched events.
+//!
+//! Kept apart from line splitting so each half can be read against its part of the spec.
+
+use super::SseEvent;
+use std::borrow::Cow;
+
+/// The event being assembled plus the stream-level state (last event id, retry).
+#[derive(Debug, Default)]
+pub(super) struct EventBuilder {
+    /// Data buffer: every `data` value followed by `\n`.
+    data: String,
+    /// Event type buffer (empty means `message`).
+    event_type: String,
+    /// Last event ID buffer: set by `id` fields, copied to `last_event_id` at each blank line.
+    id_buffer: String,
+    /// The event source's last event ID string (what a reconnect sends).
+    last_event_id: String,
+    retry: Option<u64>,
+}
+
+impl EventBuilder {
+    /// Processes one complete line (without its terminator).
+    pub(super) fn process_line(&mut self, line: &[u8], out: &mut Vec<SseEvent>) {
+        let Some((&first, _)) = line.split_first() else {
+            self.dispatch(out);
+            return;
+        };
+        if first == b':' {
+            return; // comment
+        }
+        let (name, value) = match memchr::memchr(b':', line) {
+            Some(colon) => {
+                let value = &line[colon + 1..];
+                (&line[..colon], value.strip_prefix(b" ").unwrap_or(value))
+            }
+            None => (line, &[][..]),
+        };
+        match name {
+            b"data" => {
+                self.data.push_str(&lossy(value));
+                self.data.push('\n');
+            }
+            b"event" => {
+                self.event_type.clear();
+                self.event_type.push_str(&lossy(value));
+            }
+            // An id containing NUL is ignored entirely.
+            b"id" if !value.contains(&0) => {
+                self.id_buffer.clear();
+                self.id_buffer.push_str(&lossy(value));
+            }
+            // Applied only when all ASCII digits; a value beyond u64 saturates.
+            b"retry" if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => {
+                let millis = value.iter().fold(0u64, |acc, digit| {
+                    acc.saturating_mul(10)
+                        .saturating_add(u64::from(digit - b'0'))
+                });
+                self.retry = Some(millis);
+            }
+            _ => {}
+        }
+    }
+
+    /// The spec's "dispatch the event" steps, run on every blank line.
+    fn dispatch(&mut self, out: &mut Vec<SseEvent>) {
+        if self.last_event_id != self.id_buffer {
+            self.last_event_id.clone_from(&self.id_buffer);
+        }
+        if self.data.is_empty() {
+            self.event_type.clear();
+            return;
+        }
+        if self.data.ends_with('\n') {
+            self.data.pop();
+        }
+        let event = if self.event_type.is_empty() {
+            String::from("message")
+        } else {
+            std::mem::take(&mut self.event_type)
+        };
+        out.push(SseEvent {
+            event,
+            // An exact-size copy; the buffer keeps its capacity for the next event.
+            data: self.data.as_str().to_owned(),
+            id: self.last_event_id.clone(),
+        });
+        self.data.clear();
+    }
+
+    /// Whether fields of an undispatched event are buffered.
+    pub(super) fn has_pending(&self) -> bool {
+        !self.data.is_empty() || !self.event_type.is_empty() || self.id_buffer != self.last_event_id
+    }
+
+    /// Drops the undispatched event; a new connection starts from the last dispatched id.
+    pub(super) fn reset_for_reconnect(&mut self) {
+        self.data.clear();
+        self.event_type.clear();
+        self.id_buffer.clone_from(&self.last_event_id);
+    }
+
+    pub(super) fn last_event_id(&self) -> &str {
+        &self.last_event_id
+    }
+
+    pub(super) fn retry(&self) -> Option<u64> {
+        self.retry
+    }
+}
+
+/// UTF-8 decode with U+FFFD for invalid sequences; borrows when the bytes are valid.
+/// (`str::from_utf8` has a fast ASCII path that `from_utf8_lossy` lacks, so try it first.)
+fn lossy(bytes: &[u8]) -> Cow<'_, str> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => Cow::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(bytes),
+    }
+}

@@ -1,0 +1,434 @@
+//! The splitter's state, its main loop, and the bulk paths: runs of text, thought body and
+//! attribute values, each found with one `memchr` so ordinary text costs almost nothing.
+
+use super::attrs::{AttrKind, AttrValues, TagScanner, non_empty, parse_confidence, unquoted_run};
+use super::entities::EntityDecoder;
+use super::names::{NameMatch, TagNames};
+use super::{SplitEvent, Thought, ThoughtConfig};
+
+/// Bytes always allowed on top of the longest tag name, so `</name >`-style markers fit.
+const CAP_SLACK: usize = 8;
+
+/// Where the splitter is. States other than `Text`, `Body`, `Committed` and `CommittedJunk`
+/// hold an undecided marker (starting with `<`) in `held`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum State {
+    /// Outside any thought: text up to the next `<` is content.
+    Text,
+    /// Inside a thought body: text up to the next `<` is thought.
+    Body,
+    /// After `<`: matching a configured name (inside a body, only the open thought's name).
+    OpenName(NameMatch),
+    /// In an opening tag's attributes (values are collected only at top level).
+    OpenAttrs,
+    /// Body only: after `</` and optional whitespace.
+    CloseSlash,
+    /// Body only: matched this many bytes of the open thought's name after `</`.
+    CloseName(usize),
+    /// Body only: closing name matched, whitespace until `>`.
+    CloseEnd,
+    /// A top-level opening tag outgrew the cap inside its content value: the thought is open,
+    /// its content streams, and the rest of the tag is still read for metadata.
+    Committed,
+    /// A committed tag whose syntax broke: skip to `>` (`slash` = the last byte was `/`).
+    CommittedJunk { slash: bool },
+}
+
+/// The thought currently open.
+#[derive(Debug, Clone)]
+pub(super) struct OpenThought {
+    pub(super) id: String,
+    pub(super) tag: usize,
+    pub(super) content: String,
+    /// Open tags of the same name, this one included.
+    pub(super) depth: u32,
+    pub(super) thought_type: Option<String>,
+    pub(super) verbosity: Option<String>,
+    pub(super) confidence: Option<f64>,
+}
+
+/// Incremental splitter of model text into content and thoughts; see the [module
+/// docs](super) for the formats and rules.
+#[derive(Debug, Clone)]
+pub struct ThoughtSplitter {
+    pub(super) names: TagNames,
+    /// Longest undecided marker, in bytes.
+    pub(super) cap: usize,
+    id_prefix: String,
+    generated: u64,
+    pub(super) state: State,
+    /// Raw text of the undecided marker.
+    pub(super) held: String,
+    pub(super) scan: TagScanner,
+    /// Attributes of the top-level opening tag being read.
+    pub(super) attrs: AttrValues,
+    /// Decoded text of the attribute value being read (when it is wanted).
+    pub(super) value: String,
+    /// What the value being read is for; `Other` = skipped.
+    pub(super) value_kind: AttrKind,
+    pub(super) decoder: EntityDecoder,
+    /// Name index of the top-level opening tag being read.
+    pub(super) pending_tag: usize,
+    pub(super) open: Option<OpenThought>,
+}
+
+impl Default for ThoughtSplitter {
+    fn default() -> Self {
+        Self::new(ThoughtConfig::default())
+    }
+}
+
+impl ThoughtSplitter {
+    /// A splitter for `config`'s tags.
+    pub fn new(config: ThoughtConfig) -> Self {
+        let names = TagNames::new(&config.tags);
+        let cap = config.max_tag_len.max(names.longest() + CAP_SLACK);
+        Self {
+            names,
+            cap,
+            id_prefix: "thought-".to_owned(),
+            generated: 0,
+            state: State::Text,
+            held: String::new(),
+            scan: TagScanner::default(),
+            attrs: AttrValues::default(),
+            value: String::new(),
+            value_kind: AttrKind::Other,
+            decoder: EntityDecoder::default(),
+            pending_tag: 0,
+            open: None,
+        }
+    }
+
+    /// Sets the prefix of generated ids (default `thought-`, giving `thought-1`, `thought-2`…).
+    pub fn with_id_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.id_prefix = prefix.into();
+        self
+    }
+
+    /// Bytes of undecided text currently held (never more than the cap).
+    pub fn buffered_len(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Splits the next chunk; returns the events it completes.
+    pub fn push(&mut self, chunk: &str) -> Vec<SplitEvent> {
+        let mut out = Vec::new();
+        self.push_into(chunk, &mut out);
+        out
+    }
+
+    /// Splits the next chunk, appending events to `out` (and extending its last event where
+    /// possible, see the [module docs](super#event-batching)).
+    pub fn push_into(&mut self, chunk: &str, out: &mut Vec<SplitEvent>) {
+        let len = chunk.len();
+        let mut pos = 0;
+        while pos < len {
+            pos = match self.state {
+                State::Text => self.text_run(chunk, pos, out),
+                State::Body => self.body_run(chunk, pos, out),
+                State::OpenAttrs | State::Committed if self.scan.state().in_value() => {
+                    self.value_run(chunk, pos, out)
+                }
+                _ => self.marker_byte(chunk.as_bytes()[pos], pos, out),
+            };
+        }
+    }
+
+    /// Ends the stream: an undecided marker is released as text (or body text) and an open
+    /// thought is closed as truncated. The splitter is then ready for a new stream; generated
+    /// ids keep counting.
+    pub fn finish(&mut self) -> Vec<SplitEvent> {
+        let mut out = Vec::new();
+        self.finish_into(&mut out);
+        out
+    }
+
+    /// [`finish`](Self::finish), appending to `out`.
+    pub fn finish_into(&mut self, out: &mut Vec<SplitEvent>) {
+        match self.state {
+            State::Text | State::Body | State::CommittedJunk { .. } => {}
+            State::Committed => {
+                if self.scan.state().in_value() && self.value_kind == AttrKind::Content {
+                    self.decoder.flush(&mut self.value);
+                    self.stream_value(out);
+                }
+            }
+            _ => self.release_held(out),
+        }
+        if matches!(self.state, State::Committed | State::CommittedJunk { .. }) {
+            self.take_metadata();
+        }
+        self.end_thought(true, out);
+        self.state = State::Text;
+        self.held.clear();
+        self.attrs.clear();
+        self.value.clear();
+        self.decoder.reset();
+    }
+
+    /// Outside thoughts: content up to the next `<`, which starts a marker.
+    fn text_run(&mut self, chunk: &str, pos: usize, out: &mut Vec<SplitEvent>) -> usize {
+        match memchr::memchr(b'<', &chunk.as_bytes()[pos..]) {
+            Some(off) => {
+                emit_text(out, &chunk[pos..pos + off]);
+                self.start_marker();
+                pos + off + 1
+            }
+            None => {
+                emit_text(out, &chunk[pos..]);
+                chunk.len()
+            }
+        }
+    }
+
+    /// Inside a body: thought text up to the next `<`, which starts a marker.
+    fn body_run(&mut self, chunk: &str, pos: usize, out: &mut Vec<SplitEvent>) -> usize {
+        let found = memchr::memchr(b'<', &chunk.as_bytes()[pos..]);
+        let end = found.map_or(chunk.len(), |off| pos + off);
+        if let Some(open) = self.open.as_mut() {
+            emit_delta(out, open, &chunk[pos..end]);
+        }
+        match found {
+            Some(_) => {
+                self.start_marker();
+                end + 1
+            }
+            None => end,
+        }
+    }
+
+    fn start_marker(&mut self) {
+        self.held.clear();
+        self.held.push('<');
+        self.state = State::OpenName(match &self.open {
+            Some(open) => self.names.only(open.tag),
+            None => self.names.all(),
+        });
+    }
+
+    /// Inside an attribute value: a run up to its delimiter, decoded if the value is wanted.
+    fn value_run(&mut self, chunk: &str, pos: usize, out: &mut Vec<SplitEvent>) -> usize {
+        let rest = &chunk.as_bytes()[pos..];
+        let (run_len, delimiter) = match self.scan.state() {
+            super::attrs::AttrState::Quoted(q) => match memchr::memchr(q, rest) {
+                Some(n) => (n, Some(1)),
+                None => (rest.len(), None),
+            },
+            _ => {
+                let n = unquoted_run(rest);
+                (n, (n < rest.len()).then_some(0))
+            }
+        };
+        let run = &chunk[pos..pos + run_len];
+        if self.state == State::Committed {
+            self.committed_value_text(run, out);
+        } else {
+            let room = self.cap.saturating_sub(self.held.len());
+            if run.len() > room {
+                let take = floor_char_boundary(run, room);
+                self.held_value_text(&run[..take]);
+                return self.overflow(pos + take, out);
+            }
+            self.held_value_text(run);
+            if delimiter == Some(1) && self.held.len() >= self.cap {
+                return self.overflow(pos + run_len, out);
+            }
+        }
+        let Some(delimiter_len) = delimiter else {
+            return pos + run_len;
+        };
+        if delimiter_len == 1 && self.state != State::Committed {
+            self.held.push(char::from(rest[run_len]));
+        }
+        self.finish_value(out);
+        self.scan.end_value();
+        pos + run_len + delimiter_len
+    }
+
+    /// Value text of an undecided tag: held raw, decoded if wanted.
+    fn held_value_text(&mut self, run: &str) {
+        self.held.push_str(run);
+        if self.value_kind != AttrKind::Other {
+            self.decoder.feed(run, &mut self.value);
+        }
+    }
+
+    /// Value text of a committed tag: content streams, other values are kept up to the cap.
+    fn committed_value_text(&mut self, run: &str, out: &mut Vec<SplitEvent>) {
+        match self.value_kind {
+            AttrKind::Other => {}
+            AttrKind::Content => {
+                self.decoder.feed(run, &mut self.value);
+                self.stream_value(out);
+            }
+            _ if self.value.len() < self.cap => {
+                self.decoder.feed(run, &mut self.value);
+                let keep = floor_char_boundary(&self.value, self.cap);
+                self.value.truncate(keep);
+            }
+            _ => {}
+        }
+    }
+
+    /// A value ended at its delimiter: store it (or, for committed content, stream the rest).
+    pub(super) fn finish_value(&mut self, out: &mut Vec<SplitEvent>) {
+        if self.value_kind == AttrKind::Other {
+            return;
+        }
+        self.decoder.flush(&mut self.value);
+        if self.state == State::Committed && self.value_kind == AttrKind::Content {
+            self.stream_value(out);
+        } else {
+            let value = std::mem::take(&mut self.value);
+            self.attrs.store(self.value_kind, value);
+        }
+        self.value_kind = AttrKind::Other;
+    }
+
+    /// Emits the decoded content in `value` as a delta of the open thought.
+    fn stream_value(&mut self, out: &mut Vec<SplitEvent>) {
+        if let Some(open) = self.open.as_mut() {
+            emit_delta(out, open, &self.value);
+        }
+        self.value.clear();
+    }
+
+    /// The held marker grew past the cap at `pos`: a top-level tag inside its content value
+    /// becomes a thought; anything else was never a tag.
+    pub(super) fn overflow(&mut self, pos: usize, out: &mut Vec<SplitEvent>) -> usize {
+        if self.open.is_none()
+            && self.state == State::OpenAttrs
+            && self.scan.state().in_value()
+            && self.value_kind == AttrKind::Content
+        {
+            tracing::debug!(
+                cap = self.cap,
+                "long attribute thought: streaming its content"
+            );
+            self.commit(out);
+        } else {
+            tracing::debug!(
+                cap = self.cap,
+                "marker longer than the cap released as text"
+            );
+            self.release_held(out);
+        }
+        pos
+    }
+
+    /// Opens the thought of a tag that is still being read (see [`State::Committed`]).
+    fn commit(&mut self, out: &mut Vec<SplitEvent>) {
+        self.held.clear();
+        self.open_thought(out);
+        self.attrs.content = Some(String::new());
+        self.stream_value(out);
+        self.state = State::Committed;
+    }
+
+    /// The marker was not a tag: its text is content (or body text) after all.
+    pub(super) fn release_held(&mut self, out: &mut Vec<SplitEvent>) {
+        match self.open.as_mut() {
+            Some(open) => {
+                emit_delta(out, open, &self.held);
+                self.state = State::Body;
+            }
+            None => {
+                emit_text(out, &self.held);
+                self.state = State::Text;
+            }
+        }
+        self.held.clear();
+        self.value.clear();
+        self.value_kind = AttrKind::Other;
+        self.decoder.reset();
+    }
+
+    /// Emits `ThoughtStart` for the top-level tag being read and makes it the open thought.
+    pub(super) fn open_thought(&mut self, out: &mut Vec<SplitEvent>) {
+        let id = match non_empty(self.attrs.id.take()) {
+            Some(id) => id,
+            None => {
+                self.generated += 1;
+                format!("{}{}", self.id_prefix, self.generated)
+            }
+        };
+        out.push(SplitEvent::ThoughtStart {
+            id: id.clone(),
+            tag: self.names.name(self.pending_tag).to_owned(),
+        });
+        self.open = Some(OpenThought {
+            id,
+            tag: self.pending_tag,
+            content: String::new(),
+            depth: 1,
+            thought_type: None,
+            verbosity: None,
+            confidence: None,
+        });
+    }
+
+    /// Moves the collected metadata attributes onto the open thought.
+    pub(super) fn take_metadata(&mut self) {
+        if let Some(open) = self.open.as_mut() {
+            open.thought_type = non_empty(self.attrs.thought_type.take());
+            open.verbosity = non_empty(self.attrs.verbosity.take());
+            open.confidence = self
+                .attrs
+                .confidence
+                .take()
+                .and_then(|c| parse_confidence(&c));
+        }
+        self.attrs.clear();
+    }
+
+    /// Closes the open thought, if any, with `ThoughtEnd`.
+    pub(super) fn end_thought(&mut self, truncated: bool, out: &mut Vec<SplitEvent>) {
+        if let Some(open) = self.open.take() {
+            out.push(SplitEvent::ThoughtEnd(Thought {
+                id: open.id,
+                tag: self.names.name(open.tag).to_owned(),
+                content: open.content,
+                thought_type: open.thought_type,
+                verbosity: open.verbosity,
+                confidence: open.confidence,
+                truncated,
+            }));
+        }
+    }
+}
+
+/// Appends content, extending a trailing `Text` event.
+pub(super) fn emit_text(out: &mut Vec<SplitEvent>, text: &str) {
+    if text.is_empty() {
+        return;
+    }
+    match out.last_mut() {
+        Some(SplitEvent::Text(last)) => last.push_str(text),
+        _ => out.push(SplitEvent::Text(text.to_owned())),
+    }
+}
+
+/// Appends thought text, extending a trailing delta of the same thought.
+pub(super) fn emit_delta(out: &mut Vec<SplitEvent>, open: &mut OpenThought, text: &str) {
+    if text.is_empty() {
+        return;
+    }
+    open.content.push_str(text);
+    match out.last_mut() {
+        Some(SplitEvent::ThoughtDelta { id, delta }) if *id == open.id => delta.push_str(text),
+        _ => out.push(SplitEvent::ThoughtDelta {
+            id: open.id.clone(),
+            delta: text.to_owned(),
+        }),
+    }
+}
+
+/// Largest char boundary of `s` at or below `at`.
+fn floor_char_boundary(s: &str, at: usize) -> usize {
+    let mut at = at.min(s.len());
+    while !s.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
