@@ -13,7 +13,9 @@ pub enum AgentError {
     #[error("context {context_id} is busy with task {task_id}")]
     Busy { context_id: String, task_id: String },
     /// The context's last turn is paused waiting for input; answer or cancel it first.
-    #[error("context {context_id} is waiting for input {input_id} of task {task_id}; provide it or cancel the task first")]
+    #[error(
+        "context {context_id} is waiting for input {input_id} of task {task_id}; provide it or cancel the task first"
+    )]
     WaitingInput {
         context_id: String,
         task_id: String,

@@ -35,7 +35,10 @@
 //!
 //! See [`turn`](crate::AgentConfig) settings for limits, and the `tool` module for
 //! writing tools.
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
 
 mod agent;
 mod config;

@@ -1,11 +1,12 @@
 //! Cancelling turns mid-stream and mid-tool leaves a consistent history and a complete
 //! event stream.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
 
 use common::*;
 use looopy_agent::AgentConfig;
-use looopy_llm::scripted::Response;
+use looopy_llm::scripted::{Matcher, Response, Script, ScriptedProvider, Turn};
 use looopy_protocol::{EventPayload, Role, TaskState};
 use serde_json::json;
 
@@ -20,9 +21,12 @@ async fn cancel_mid_stream_keeps_partial_text() {
         AgentConfig::default(),
     );
     let turn = agent.start_turn("ctx-cs", "talk", None).await.unwrap();
-    wait_for(&store, "ctx-cs", turn.start_seq, |e| {
-        matches!(&e.payload, EventPayload::ContentDelta(d) if d.index >= 3)
-    })
+    wait_for(
+        &store,
+        "ctx-cs",
+        turn.start_seq,
+        |e| matches!(&e.payload, EventPayload::ContentDelta(d) if d.index >= 3),
+    )
     .await;
     turn.cancel();
     assert_eq!(turn.wait().await.unwrap(), TaskState::Canceled);
@@ -49,21 +53,32 @@ async fn cancel_mid_stream_keeps_partial_text() {
 async fn cancel_mid_tool_answers_every_call() {
     let db = TestDb::new();
     let store = db.open();
-    let agent = agent_with(
-        store.clone(),
-        scripted(vec![
-            Response::new()
-                .tool_call("calculator", json!({"expression": "2+2"}))
-                .tool_call("sleep", json!({"ms": 60000, "label": "long"})),
-            Response::new().text("never"),
-        ]),
-        AgentConfig::default(),
+    let model = ScriptedProvider::new(
+        Script::new()
+            .turn(
+                Turn::new()
+                    .when(Matcher::any().user_contains("again"))
+                    .response(Response::new().text("fine")),
+            )
+            .turn(
+                Turn::new()
+                    .response(
+                        Response::new()
+                            .tool_call("calculator", json!({"expression": "2+2"}))
+                            .tool_call("sleep", json!({"ms": 60000, "label": "long"})),
+                    )
+                    .response(Response::new().text("never")),
+            ),
     );
+    let agent = agent_with(store.clone(), model, AgentConfig::default());
     let turn = agent.start_turn("ctx-ct", "work", None).await.unwrap();
     let task_id = turn.task_id.clone();
-    wait_for(&store, "ctx-ct", turn.start_seq, |e| {
-        matches!(&e.payload, EventPayload::ToolStart(s) if s.tool_name == "sleep")
-    })
+    wait_for(
+        &store,
+        "ctx-ct",
+        turn.start_seq,
+        |e| matches!(&e.payload, EventPayload::ToolStart(s) if s.tool_name == "sleep"),
+    )
     .await;
     // Cancel through the agent (as the server does), not the handle.
     agent.cancel(&task_id).await.unwrap();
@@ -98,7 +113,10 @@ async fn cancel_before_the_model_answers() {
         AgentConfig::default(),
     );
     let turn = agent.start_turn("ctx-cb", "hi", None).await.unwrap();
-    wait_for(&store, "ctx-cb", turn.start_seq, |e| e.kind() == "internal:llm-call").await;
+    wait_for(&store, "ctx-cb", turn.start_seq, |e| {
+        e.kind() == "internal:llm-call"
+    })
+    .await;
     turn.cancel();
     assert_eq!(turn.wait().await.unwrap(), TaskState::Canceled);
     let events = events(&store, "ctx-cb").await;

@@ -1,5 +1,6 @@
 //! The durable input-required flow: pause, restart the process (new store handle, new
 //! agent), resume with the answer; and recovery of orphaned tasks.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
 
@@ -26,8 +27,15 @@ async fn ask_user_pauses_and_resumes_in_a_new_process() {
     let db = TestDb::new();
     let (task_id, input_id) = {
         let store = db.open();
-        let agent = agent_with(store.clone(), scripted(ask_script()), AgentConfig::default());
-        let turn = agent.start_turn("ctx-ask", "plan a trip", None).await.unwrap();
+        let agent = agent_with(
+            store.clone(),
+            scripted(ask_script()),
+            AgentConfig::default(),
+        );
+        let turn = agent
+            .start_turn("ctx-ask", "plan a trip", None)
+            .await
+            .unwrap();
         let task_id = turn.task_id.clone();
         assert_eq!(turn.wait().await.unwrap(), TaskState::WaitingInput);
 
@@ -50,7 +58,10 @@ async fn ask_user_pauses_and_resumes_in_a_new_process() {
         assert!(record.pending.is_some());
 
         // A new turn in a waiting context is refused with a clear error.
-        let err = agent.start_turn("ctx-ask", "hello?", None).await.unwrap_err();
+        let err = agent
+            .start_turn("ctx-ask", "hello?", None)
+            .await
+            .unwrap_err();
         assert_eq!(err.code(), "waiting_input");
         store.close().await.unwrap();
         (task_id, input_id)
@@ -58,13 +69,26 @@ async fn ask_user_pauses_and_resumes_in_a_new_process() {
 
     // "New process": everything reopened from the file.
     let store = db.open();
-    let agent = agent_with(store.clone(), scripted(ask_script()), AgentConfig::default());
-    assert!(agent.recover("restart").await.unwrap().is_empty(), "a paused task is not orphaned");
-    let err = agent.provide_input(&task_id, "input-wrong", json!("x")).await.unwrap_err();
+    let agent = agent_with(
+        store.clone(),
+        scripted(ask_script()),
+        AgentConfig::default(),
+    );
+    assert!(
+        agent.recover("restart").await.unwrap().is_empty(),
+        "a paused task is not orphaned"
+    );
+    let err = agent
+        .provide_input(&task_id, "input-wrong", json!("x"))
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), "wrong_input");
 
     let before = store.event_log().last_seq("ctx-ask").await.unwrap();
-    let handle = agent.provide_input(&task_id, &input_id, json!("Paris")).await.unwrap();
+    let handle = agent
+        .provide_input(&task_id, &input_id, json!("Paris"))
+        .await
+        .unwrap();
     assert_eq!(handle.start_seq, before);
     assert_eq!(handle.wait().await.unwrap(), TaskState::Completed);
 
@@ -76,15 +100,33 @@ async fn ask_user_pauses_and_resumes_in_a_new_process() {
         .filter(|e| e.seq > before && !e.is_internal())
         .map(|e| e.kind())
         .collect();
-    assert_eq!(&resumed[..3], ["input-received", "task-status", "tool-complete"]);
-    let received = serde_json::to_value(events.iter().find(|e| e.kind() == "input-received").unwrap()).unwrap();
+    assert_eq!(
+        &resumed[..3],
+        ["input-received", "task-status", "tool-complete"]
+    );
+    let received = serde_json::to_value(
+        events
+            .iter()
+            .find(|e| e.kind() == "input-received")
+            .unwrap(),
+    )
+    .unwrap();
     assert_eq!(received["value"], "Paris");
     assert_eq!(received["inputId"], input_id.as_str());
 
     let history = store.load_messages("ctx-ask").await.unwrap();
     assert_history_consistent(&history);
     let roles: Vec<Role> = history.iter().map(|m| m.role).collect();
-    assert_eq!(roles, [Role::User, Role::Assistant, Role::Tool, Role::Tool, Role::Assistant]);
+    assert_eq!(
+        roles,
+        [
+            Role::User,
+            Role::Assistant,
+            Role::Tool,
+            Role::Tool,
+            Role::Assistant
+        ]
+    );
     assert_eq!(history[1].content, "Let me ask.");
     assert_eq!(history[2].content, "42");
     assert_eq!(history[3].content, "Paris");
@@ -93,7 +135,10 @@ async fn ask_user_pauses_and_resumes_in_a_new_process() {
     assert_eq!(record.state, TaskState::Completed);
     assert!(record.pending.is_none());
 
-    let err = agent.provide_input(&task_id, &input_id, json!("again")).await.unwrap_err();
+    let err = agent
+        .provide_input(&task_id, &input_id, json!("again"))
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), "not_waiting");
 }
 
@@ -158,7 +203,10 @@ async fn input_must_match_the_requested_schema() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), "invalid_input");
-    let handle = agent.provide_input(&task_id, &required.input_id, json!(2)).await.unwrap();
+    let handle = agent
+        .provide_input(&task_id, &required.input_id, json!(2))
+        .await
+        .unwrap();
     assert_eq!(handle.wait().await.unwrap(), TaskState::Completed);
     let history = store.load_messages("ctx-schema").await.unwrap();
     assert_eq!(history.last().unwrap().content, "Got {\"picked\":2}");
@@ -168,7 +216,11 @@ async fn input_must_match_the_requested_schema() {
 async fn cancelling_a_waiting_task_answers_its_calls() {
     let db = TestDb::new();
     let store = db.open();
-    let agent = agent_with(store.clone(), scripted(ask_script()), AgentConfig::default());
+    let agent = agent_with(
+        store.clone(),
+        scripted(ask_script()),
+        AgentConfig::default(),
+    );
     let turn = agent.start_turn("ctx-askc", "plan", None).await.unwrap();
     let task_id = turn.task_id.clone();
     assert_eq!(turn.wait().await.unwrap(), TaskState::WaitingInput);
@@ -197,7 +249,11 @@ async fn recover_fails_orphaned_tasks_with_terminal_events() {
         let store = db.open();
         store.ensure_context("ctx-orphan", None).await.unwrap();
         store
-            .put_task(&TaskRecord::new("task-orphan", "ctx-orphan", TaskState::Working))
+            .put_task(&TaskRecord::new(
+                "task-orphan",
+                "ctx-orphan",
+                TaskState::Working,
+            ))
             .await
             .unwrap();
         let seq = Sequencer::starting_after(0);
@@ -216,7 +272,10 @@ async fn recover_fails_orphaned_tasks_with_terminal_events() {
         .unwrap();
         log.append(stamp.stamp(
             &seq,
-            EventPayload::ContentDelta(ContentDelta { delta: "half".into(), index: 0 }),
+            EventPayload::ContentDelta(ContentDelta {
+                delta: "half".into(),
+                index: 0,
+            }),
         ))
         .await
         .unwrap();

@@ -1,6 +1,7 @@
 //! A turn with a very large number of deltas ends with its final events durable: nothing is
 //! dropped by any buffer between the model and the log. (1,000,000 deltas run in the
 //! benchmark; 200,000 here to keep debug-build tests quick.)
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
 
@@ -35,5 +36,8 @@ async fn every_delta_and_the_final_events_reach_the_log() {
     assert_eq!(last["content"].as_str().unwrap().len() as u64, 2 * DELTAS);
     let stats = store.event_log().stats();
     assert_eq!(stats.events_rejected, 0);
-    assert!(stats.batches_committed < deltas, "events were group-committed");
+    assert!(
+        stats.batches_committed < deltas,
+        "events were group-committed"
+    );
 }

@@ -1,5 +1,6 @@
 //! Whole event sequences of typical turns, snapshotted as JSON with ids, timestamps and
 //! durations normalised (seq kept: the order is part of the contract).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
 
@@ -9,7 +10,12 @@ use looopy_llm::TokenUsage;
 use looopy_llm::scripted::{Matcher, Response, Script, ScriptedProvider, Turn};
 use serde_json::json;
 
-async fn run(provider: ScriptedProvider, config: AgentConfig, ctx: &str, message: &str) -> Vec<serde_json::Value> {
+async fn run(
+    provider: ScriptedProvider,
+    config: AgentConfig,
+    ctx: &str,
+    message: &str,
+) -> Vec<serde_json::Value> {
     let db = TestDb::new();
     let store = db.open();
     let agent = agent_with(store.clone(), provider, config);
@@ -21,7 +27,11 @@ async fn run(provider: ScriptedProvider, config: AgentConfig, ctx: &str, message
 }
 
 fn usage(input: u64, output: u64) -> TokenUsage {
-    TokenUsage { input_tokens: input, output_tokens: output, total_tokens: input + output }
+    TokenUsage {
+        input_tokens: input,
+        output_tokens: output,
+        total_tokens: input + output,
+    }
 }
 
 #[tokio::test]
@@ -41,9 +51,17 @@ async fn snapshot_calculator_turn() {
         Response::new()
             .tool_call_with_id("call-1", "calculator", json!({"expression": "6*7"}))
             .usage(usage(20, 8)),
-        Response::new().text("It is {{last_tool_result}}.").usage(usage(30, 4)),
+        Response::new()
+            .text("It is {{last_tool_result}}.")
+            .usage(usage(30, 4)),
     ]);
-    let events = run(provider, AgentConfig::default(), "ctx-snap-2", "What is 6*7?").await;
+    let events = run(
+        provider,
+        AgentConfig::default(),
+        "ctx-snap-2",
+        "What is 6*7?",
+    )
+    .await;
     insta::assert_json_snapshot!(events);
 }
 
@@ -62,7 +80,10 @@ async fn snapshot_wire_turn() {
                     .usage(usage(30, 12)),
             )),
     );
-    let config = AgentConfig { tool_protocol: ToolProtocol::Wire, ..AgentConfig::default() };
+    let config = AgentConfig {
+        tool_protocol: ToolProtocol::Wire,
+        ..AgentConfig::default()
+    };
     let events = run(provider, config, "ctx-snap-3", "What is 6*7?").await;
     insta::assert_json_snapshot!(events);
 }

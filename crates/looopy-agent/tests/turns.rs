@@ -1,4 +1,5 @@
 //! End-to-end turns against the scripted model and a real SQLite file.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
 
@@ -80,14 +81,19 @@ async fn thoughts_stream_and_close_with_their_content() {
         ]),
         AgentConfig::default(),
     );
-    let turn = agent.start_turn("ctx-thoughts", "hello", None).await.unwrap();
+    let turn = agent
+        .start_turn("ctx-thoughts", "hello", None)
+        .await
+        .unwrap();
     assert_eq!(turn.wait().await.unwrap(), TaskState::Completed);
     let events = events(&store, "ctx-thoughts").await;
     assert_well_formed(&events);
     let closing: Vec<Value> = events
         .iter()
         .filter_map(|e| match &e.payload {
-            EventPayload::ThoughtStream(t) if t.is_complete => Some(serde_json::to_value(t).unwrap()),
+            EventPayload::ThoughtStream(t) if t.is_complete => {
+                Some(serde_json::to_value(t).unwrap())
+            }
             _ => None,
         })
         .collect();
@@ -97,9 +103,14 @@ async fn thoughts_stream_and_close_with_their_content() {
     assert_eq!(closing[1]["content"], "Then stop.");
     assert_eq!(closing[1]["thoughtType"], "planning");
     assert_ne!(closing[0]["thoughtId"], closing[1]["thoughtId"]);
-    let answer = store.load_messages("ctx-thoughts").await.unwrap()[1].content.clone();
+    let answer = store.load_messages("ctx-thoughts").await.unwrap()[1]
+        .content
+        .clone();
     assert!(!answer.contains("thinking"), "{answer}");
-    assert!(answer.contains("Hi!") && answer.contains("Bye."), "{answer}");
+    assert!(
+        answer.contains("Hi!") && answer.contains("Bye."),
+        "{answer}"
+    );
 }
 
 #[tokio::test]
@@ -114,7 +125,10 @@ async fn calculator_call_then_answer() {
         ]),
         AgentConfig::default(),
     );
-    let turn = agent.start_turn("ctx-calc", "What is 6*7?", None).await.unwrap();
+    let turn = agent
+        .start_turn("ctx-calc", "What is 6*7?", None)
+        .await
+        .unwrap();
     let task_id = turn.task_id.clone();
     assert_eq!(turn.wait().await.unwrap(), TaskState::Completed);
 
@@ -135,7 +149,10 @@ async fn calculator_call_then_answer() {
     let history = store.load_messages("ctx-calc").await.unwrap();
     assert_history_consistent(&history);
     let roles: Vec<Role> = history.iter().map(|m| m.role).collect();
-    assert_eq!(roles, [Role::User, Role::Assistant, Role::Tool, Role::Assistant]);
+    assert_eq!(
+        roles,
+        [Role::User, Role::Assistant, Role::Tool, Role::Assistant]
+    );
     assert_eq!(history[2].content, "42");
     assert_eq!(history[3].content, "The answer is 42.");
     let task = store.get_task(&task_id).await.unwrap().unwrap();
@@ -162,7 +179,10 @@ async fn parallel_tools_respect_the_limit_and_keep_call_order() {
     let turn = agent.start_turn("ctx-par", "go", None).await.unwrap();
     assert_eq!(turn.wait().await.unwrap(), TaskState::Completed);
 
-    assert!(sleep.peak.load(Ordering::SeqCst) <= 2, "more than 2 tools ran at once");
+    assert!(
+        sleep.peak.load(Ordering::SeqCst) <= 2,
+        "more than 2 tools ran at once"
+    );
     let events = events(&store, "ctx-par").await;
     assert_well_formed(&events);
     // Concurrency as seen in the events: never more than 2 started-but-not-completed, and
@@ -189,7 +209,9 @@ async fn parallel_tools_respect_the_limit_and_keep_call_order() {
     let completed: Vec<String> = events
         .iter()
         .filter_map(|e| match &e.payload {
-            EventPayload::ToolComplete(c) => c.result.clone().map(|r| r.as_str().unwrap().to_string()),
+            EventPayload::ToolComplete(c) => {
+                c.result.clone().map(|r| r.as_str().unwrap().to_string())
+            }
             _ => None,
         })
         .collect();
@@ -225,7 +247,10 @@ async fn broken_calls_become_error_results_and_the_turn_completes() {
         ..AgentConfig::default()
     };
     let agent = agent_with(store.clone(), provider, config);
-    let turn = agent.start_turn("ctx-err", "break things", None).await.unwrap();
+    let turn = agent
+        .start_turn("ctx-err", "break things", None)
+        .await
+        .unwrap();
     assert_eq!(turn.wait().await.unwrap(), TaskState::Completed);
 
     let events = events(&store, "ctx-err").await;
@@ -289,7 +314,10 @@ async fn max_iterations_fails_the_turn_with_valid_history() {
     assert_ends_with_terminal(&events, "failed");
     let status = serde_json::to_value(&events[events.len() - 2]).unwrap();
     assert_eq!(status["error"]["code"], "max_iterations");
-    let llm_calls = kinds(&events).iter().filter(|k| **k == "internal:llm-call").count();
+    let llm_calls = kinds(&events)
+        .iter()
+        .filter(|k| **k == "internal:llm-call")
+        .count();
     assert_eq!(llm_calls, 3);
     let history = store.load_messages("ctx-max").await.unwrap();
     assert_history_consistent(&history);
@@ -304,7 +332,11 @@ async fn llm_failure_fails_the_turn_and_still_completes_the_stream() {
     let store = db.open();
     let agent = agent_with(
         store.clone(),
-        scripted(vec![Response::new().text("partial answ").fail("upstream exploded")]),
+        scripted(vec![
+            Response::new()
+                .text("partial answ")
+                .fail("upstream exploded"),
+        ]),
         AgentConfig::default(),
     );
     let turn = agent.start_turn("ctx-fail", "hi", None).await.unwrap();
@@ -314,7 +346,12 @@ async fn llm_failure_fails_the_turn_and_still_completes_the_stream() {
     assert_ends_with_terminal(&events, "failed");
     let status = serde_json::to_value(&events[events.len() - 2]).unwrap();
     assert_eq!(status["error"]["code"], "llm_provider");
-    assert!(status["error"]["message"].as_str().unwrap().contains("upstream exploded"));
+    assert!(
+        status["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("upstream exploded")
+    );
     let history = store.load_messages("ctx-fail").await.unwrap();
     assert_eq!(history.len(), 2, "partial text is kept: {history:?}");
     assert_eq!(history[1].content, "partial answ");
@@ -326,7 +363,11 @@ async fn a_second_concurrent_turn_is_busy() {
     let store = db.open();
     let agent = agent_with(
         store.clone(),
-        scripted(vec![Response::new().text_chunked("slow slow slow slow", 1, 20)]),
+        scripted(vec![Response::new().text_chunked(
+            "slow slow slow slow",
+            1,
+            20,
+        )]),
         AgentConfig::default(),
     );
     let first = agent.start_turn("ctx-busy", "one", None).await.unwrap();
@@ -369,18 +410,31 @@ async fn bad_ids_and_unknown_tasks_are_typed_errors() {
 async fn owners_are_checked() {
     let db = TestDb::new();
     let agent = agent_with(db.open(), scripted(vec![]), AgentConfig::default());
-    let turn = agent.start_turn("ctx-own", "x", Some("alice")).await.unwrap();
+    let turn = agent
+        .start_turn("ctx-own", "x", Some("alice"))
+        .await
+        .unwrap();
     turn.wait().await.unwrap();
-    let err = agent.start_turn("ctx-own", "y", Some("mallory")).await.unwrap_err();
+    let err = agent
+        .start_turn("ctx-own", "y", Some("mallory"))
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), "forbidden");
-    let turn = agent.start_turn("ctx-own", "z", Some("alice")).await.unwrap();
+    let turn = agent
+        .start_turn("ctx-own", "z", Some("alice"))
+        .await
+        .unwrap();
     turn.wait().await.unwrap();
 }
 
 #[tokio::test]
 async fn cancelling_a_finished_task_is_not_running() {
     let db = TestDb::new();
-    let agent = agent_with(db.open(), scripted(vec![Response::new().text("done")]), AgentConfig::default());
+    let agent = agent_with(
+        db.open(),
+        scripted(vec![Response::new().text("done")]),
+        AgentConfig::default(),
+    );
     let turn = agent.start_turn("ctx-done", "x", None).await.unwrap();
     let task_id = turn.task_id.clone();
     turn.wait().await.unwrap();
@@ -402,7 +456,10 @@ async fn history_limit_trims_what_the_model_sees_not_what_is_stored() {
         },
     );
     for i in 0..4 {
-        let turn = agent.start_turn("ctx-limit", &format!("message {i}"), None).await.unwrap();
+        let turn = agent
+            .start_turn("ctx-limit", &format!("message {i}"), None)
+            .await
+            .unwrap();
         turn.wait().await.unwrap();
     }
     assert_eq!(store.load_messages("ctx-limit").await.unwrap().len(), 8);

@@ -1,4 +1,5 @@
 //! The text wire protocol as a second tool-calling mode: same events, same stored messages.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
 
@@ -37,7 +38,10 @@ async fn wire_mode_runs_tools_and_answers() {
     let db = TestDb::new();
     let store = db.open();
     let agent = agent_with(store.clone(), wire_model(), wire_config());
-    let turn = agent.start_turn("ctx-wire", "What is 6*7?", None).await.unwrap();
+    let turn = agent
+        .start_turn("ctx-wire", "What is 6*7?", None)
+        .await
+        .unwrap();
     let task_id = turn.task_id.clone();
     assert_eq!(turn.wait().await.unwrap(), TaskState::Completed);
 
@@ -45,7 +49,14 @@ async fn wire_mode_runs_tools_and_answers() {
     assert_well_formed(&events);
     assert_ends_with_terminal(&events, "completed");
     let ks = kinds(&events);
-    for kind in ["thought-stream", "tool-start", "tool-complete", "content-delta", "content-complete", "internal:checkpoint"] {
+    for kind in [
+        "thought-stream",
+        "tool-start",
+        "tool-complete",
+        "content-delta",
+        "content-complete",
+        "internal:checkpoint",
+    ] {
         assert!(ks.contains(&kind), "missing {kind}: {ks:?}");
     }
     // Requests in wire mode carry no tool definitions.
@@ -66,7 +77,10 @@ async fn wire_mode_runs_tools_and_answers() {
     let history = store.load_messages("ctx-wire").await.unwrap();
     assert_history_consistent(&history);
     let roles: Vec<Role> = history.iter().map(|m| m.role).collect();
-    assert_eq!(roles, [Role::User, Role::Assistant, Role::Tool, Role::Assistant]);
+    assert_eq!(
+        roles,
+        [Role::User, Role::Assistant, Role::Tool, Role::Assistant]
+    );
     assert_eq!(history[1].tool_calls[0].name, "calculator");
     assert_eq!(history[1].reasoning[0].text, "I should use the calculator.");
     assert_eq!(history[2].content, "42");
@@ -89,11 +103,17 @@ async fn wire_protocol_errors_are_told_to_the_model_not_stored() {
             .turn(Turn::new().response(Response::new().text("<execute>[{\"name\": 5}]</execute>"))),
     );
     let agent = agent_with(store.clone(), model, wire_config());
-    let turn = agent.start_turn("ctx-wire-err", "1+1?", None).await.unwrap();
+    let turn = agent
+        .start_turn("ctx-wire-err", "1+1?", None)
+        .await
+        .unwrap();
     assert_eq!(turn.wait().await.unwrap(), TaskState::Completed);
     let events = events(&store, "ctx-wire-err").await;
     assert_well_formed(&events);
-    let llm_calls = kinds(&events).iter().filter(|k| **k == "internal:llm-call").count();
+    let llm_calls = kinds(&events)
+        .iter()
+        .filter(|k| **k == "internal:llm-call")
+        .count();
     assert_eq!(llm_calls, 2);
     let history = store.load_messages("ctx-wire-err").await.unwrap();
     assert_eq!(history.len(), 2, "{history:?}");

@@ -4,6 +4,9 @@
 //! `cargo bench -p looopy-llm --bench decode -- --measurement-time 3 --warm-up-time 1`
 //! (throughput is reported in elements/s = chunks/s).
 
+// A benchmark that cannot set up its loopback server has nothing to measure: failing loudly is right.
+#![allow(clippy::expect_used, clippy::panic)]
+
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
@@ -27,7 +30,9 @@ fn stream_body() -> Vec<u8> {
             .as_bytes(),
         );
     }
-    body.extend_from_slice(b"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n");
+    body.extend_from_slice(
+        b"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+    );
     body.extend_from_slice(b"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":100000,\"total_tokens\":100010}}\n\n");
     body.extend_from_slice(b"data: [DONE]\n\n");
     body
@@ -40,7 +45,9 @@ async fn serve(listener: TcpListener, body: &'static [u8]) {
             let mut request = Vec::new();
             let mut buf = [0u8; 8192];
             loop {
-                let Ok(n) = socket.read(&mut buf).await else { return };
+                let Ok(n) = socket.read(&mut buf).await else {
+                    return;
+                };
                 if n == 0 {
                     return;
                 }
@@ -57,7 +64,8 @@ async fn serve(listener: TcpListener, body: &'static [u8]) {
                     }
                 }
             }
-            let head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+            let head =
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
             if socket.write_all(head).await.is_err() {
                 return;
             }
@@ -72,7 +80,10 @@ async fn serve(listener: TcpListener, body: &'static [u8]) {
 }
 
 async fn consume(provider: &OpenAiProvider) -> u64 {
-    let request = ChatRequest { messages: vec![Message::user("go")], ..ChatRequest::default() };
+    let request = ChatRequest {
+        messages: vec![Message::user("go")],
+        ..ChatRequest::default()
+    };
     let mut stream = provider.stream(request);
     let mut deltas = 0;
     while let Some(item) = stream.next().await {
@@ -92,7 +103,9 @@ fn decode(c: &mut Criterion) {
         .build()
         .expect("runtime");
     let body: &'static [u8] = Box::leak(stream_body().into_boxed_slice());
-    let listener = runtime.block_on(TcpListener::bind("127.0.0.1:0")).expect("bind");
+    let listener = runtime
+        .block_on(TcpListener::bind("127.0.0.1:0"))
+        .expect("bind");
     let url = format!("http://{}/v1", listener.local_addr().expect("addr"));
     runtime.spawn(serve(listener, body));
 
@@ -100,8 +113,13 @@ fn decode(c: &mut Criterion) {
     group.throughput(Throughput::Elements(CHUNKS));
     group.sample_size(10);
     group.measurement_time(Duration::from_secs(5));
-    for (name, thoughts) in [("loopback_100k_chunks", true), ("loopback_100k_chunks_no_thought_split", false)] {
-        let config = OpenAiConfig::new(url.clone()).model("bench").inline_thoughts(thoughts);
+    for (name, thoughts) in [
+        ("loopback_100k_chunks", true),
+        ("loopback_100k_chunks_no_thought_split", false),
+    ] {
+        let config = OpenAiConfig::new(url.clone())
+            .model("bench")
+            .inline_thoughts(thoughts);
         let provider = OpenAiProvider::new(config).expect("provider");
         // Sanity check outside the measurement: every chunk became a text delta.
         assert!(runtime.block_on(consume(&provider)) >= CHUNKS / 2);

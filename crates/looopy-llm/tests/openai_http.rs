@@ -1,6 +1,7 @@
 //! The OpenAI provider's HTTP behaviour against a real loopback server: request shape,
 //! laziness, retries, HTTP errors, timeouts, broken connections, bytes split anywhere,
 //! and cancellation by dropping the stream.
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns are test code too
 
 mod support;
 
@@ -29,7 +30,10 @@ fn config(server: &TestServer) -> OpenAiConfig {
 }
 
 fn request() -> ChatRequest {
-    ChatRequest { messages: vec![Message::user("hi")], ..ChatRequest::default() }
+    ChatRequest {
+        messages: vec![Message::user("hi")],
+        ..ChatRequest::default()
+    }
 }
 
 async fn run(config: OpenAiConfig) -> Vec<Item> {
@@ -38,13 +42,21 @@ async fn run(config: OpenAiConfig) -> Vec<Item> {
 
 fn assert_hello(items: &[Item]) {
     assert_eq!(events::text(items), "Hello");
-    assert!(matches!(items.last(), Some(Ok(LlmEvent::Finish { .. }))), "{items:?}");
+    assert!(
+        matches!(items.last(), Some(Ok(LlmEvent::Finish { .. }))),
+        "{items:?}"
+    );
 }
 
 #[tokio::test]
 async fn request_has_the_chat_completions_shape() {
     let server = TestServer::start(vec![ok_reply()]).await;
-    let provider = OpenAiProvider::new(config(&server).api_key("sk-test").header("X-Gateway-Team", "core")).unwrap();
+    let provider = OpenAiProvider::new(
+        config(&server)
+            .api_key("sk-test")
+            .header("X-Gateway-Team", "core"),
+    )
+    .unwrap();
     let request = ChatRequest {
         model: "override-model".into(),
         messages: vec![
@@ -52,7 +64,11 @@ async fn request_has_the_chat_completions_shape() {
             Message::user("weather?"),
             Message::assistant_with_tools(
                 "",
-                vec![ToolCall { id: "call_1".into(), name: "weather".into(), arguments: json!({"city": "Oslo"}) }],
+                vec![ToolCall {
+                    id: "call_1".into(),
+                    name: "weather".into(),
+                    arguments: json!({"city": "Oslo"}),
+                }],
             ),
             Message::tool_result("call_1", "weather", "sunny", false),
         ],
@@ -68,7 +84,10 @@ async fn request_has_the_chat_completions_shape() {
     assert_hello(&events::collect(provider.stream(request)).await);
 
     let sent = &server.requests()[0];
-    assert_eq!((sent.method.as_str(), sent.path.as_str()), ("POST", "/v1/chat/completions"));
+    assert_eq!(
+        (sent.method.as_str(), sent.path.as_str()),
+        ("POST", "/v1/chat/completions")
+    );
     assert_eq!(sent.header("authorization"), Some("Bearer sk-test"));
     assert_eq!(sent.header("x-gateway-team"), Some("core"));
     assert_eq!(sent.header("content-type"), Some("application/json"));
@@ -113,7 +132,11 @@ async fn nothing_is_sent_until_the_stream_is_polled() {
     let provider = OpenAiProvider::new(config(&server)).unwrap();
     let stream = provider.stream(request());
     tokio::time::sleep(Duration::from_millis(50)).await;
-    assert_eq!(server.request_count(), 0, "the request waits for the first poll");
+    assert_eq!(
+        server.request_count(),
+        0,
+        "the request waits for the first poll"
+    );
     assert_hello(&events::collect(stream).await);
     assert_eq!(server.request_count(), 1);
 
@@ -125,7 +148,11 @@ async fn nothing_is_sent_until_the_stream_is_polled() {
 
 #[tokio::test]
 async fn rate_limit_with_retry_after_then_success() {
-    let busy = Reply::status(429, r#"{"error":{"message":"Rate limit reached","type":"requests"}}"#).header("Retry-After", "0");
+    let busy = Reply::status(
+        429,
+        r#"{"error":{"message":"Rate limit reached","type":"requests"}}"#,
+    )
+    .header("Retry-After", "0");
     let server = TestServer::start(vec![busy, ok_reply()]).await;
     assert_hello(&run(config(&server).max_retries(2)).await);
     assert_eq!(server.request_count(), 2);
@@ -144,7 +171,11 @@ async fn retries_are_bounded() {
     let items = run(config(&server).max_retries(2)).await;
     assert_eq!(server.request_count(), 3);
     match events::error(&items) {
-        Some(LlmError::Http { status: 503, message, .. }) => assert_eq!(message, "Service Unavailable"),
+        Some(LlmError::Http {
+            status: 503,
+            message,
+            ..
+        }) => assert_eq!(message, "Service Unavailable"),
         other => panic!("expected HTTP 503, got {other:?}"),
     }
     assert_eq!(items.len(), 1);
@@ -157,7 +188,13 @@ async fn a_long_retry_after_is_not_waited_for() {
     let items = run(config(&server).max_retries(3)).await;
     assert_eq!(server.request_count(), 1);
     match events::error(&items) {
-        Some(error @ LlmError::Http { status: 429, retry_after, .. }) => {
+        Some(
+            error @ LlmError::Http {
+                status: 429,
+                retry_after,
+                ..
+            },
+        ) => {
             assert_eq!(*retry_after, Some(Duration::from_secs(3600)));
             assert!(error.is_retryable(), "the caller may still retry later");
         }
@@ -172,8 +209,17 @@ async fn client_errors_carry_the_servers_message_and_are_not_retried() {
     let items = run(config(&server).max_retries(3)).await;
     assert_eq!(server.request_count(), 1);
     match events::error(&items) {
-        Some(error @ LlmError::Http { status: 400, message, .. }) => {
-            assert_eq!(message, "The model `gpt-9` does not exist [invalid_request_error]");
+        Some(
+            error @ LlmError::Http {
+                status: 400,
+                message,
+                ..
+            },
+        ) => {
+            assert_eq!(
+                message,
+                "The model `gpt-9` does not exist [invalid_request_error]"
+            );
             assert!(!error.is_retryable());
         }
         other => panic!("expected HTTP 400, got {other:?}"),
@@ -186,7 +232,11 @@ async fn huge_plain_text_error_bodies_are_truncated() {
     let server = TestServer::start(vec![Reply::status(502, page)]).await;
     let items = run(config(&server).max_retries(0)).await;
     match events::error(&items) {
-        Some(LlmError::Http { status: 502, message, .. }) => {
+        Some(LlmError::Http {
+            status: 502,
+            message,
+            ..
+        }) => {
             assert!(message.starts_with("<html>bad gateway"));
             assert!(message.len() < 1024, "{} bytes", message.len());
         }
@@ -212,12 +262,22 @@ async fn connection_refused_is_a_retryable_connect_error() {
 
 #[tokio::test]
 async fn connection_cut_mid_stream_after_output_is_interrupted_not_retried() {
-    let cut = Reply::sse(HELLO).pace(Duration::from_millis(20)).then_bytes("data: {\"choi").then(Part::Cut);
+    let cut = Reply::sse(HELLO)
+        .pace(Duration::from_millis(20))
+        .then_bytes("data: {\"choi")
+        .then(Part::Cut);
     let server = TestServer::start(vec![cut, ok_reply()]).await;
     let items = run(config(&server).max_retries(3)).await;
     assert_eq!(events::text(&items), "Hello");
-    assert!(matches!(events::error(&items), Some(LlmError::Interrupted(_))), "{items:?}");
-    assert_eq!(server.request_count(), 1, "output was delivered, so no retry");
+    assert!(
+        matches!(events::error(&items), Some(LlmError::Interrupted(_))),
+        "{items:?}"
+    );
+    assert_eq!(
+        server.request_count(),
+        1,
+        "output was delivered, so no retry"
+    );
 }
 
 #[tokio::test]
@@ -231,7 +291,9 @@ async fn connection_cut_before_any_output_is_retried() {
 
 #[tokio::test]
 async fn mid_stream_overload_before_output_is_retried() {
-    let overloaded = Reply::sse("event: error\ndata: {\"error\":{\"message\":\"busy\",\"type\":\"server_error\"}}\n\n");
+    let overloaded = Reply::sse(
+        "event: error\ndata: {\"error\":{\"message\":\"busy\",\"type\":\"server_error\"}}\n\n",
+    );
     let server = TestServer::start(vec![overloaded, ok_reply()]).await;
     assert_hello(&run(config(&server).max_retries(1)).await);
     assert_eq!(server.request_count(), 2);
@@ -248,7 +310,10 @@ async fn multibyte_characters_split_across_writes() {
     let reply = Reply::sse(&full)
         .split_at(&[e_acute + 1, coffee + 1, coffee + 2, party + 1, party + 3])
         .pace(Duration::from_millis(10));
-    assert!(std::str::from_utf8(&bytes[..coffee + 1]).is_err(), "the split is inside a character");
+    assert!(
+        std::str::from_utf8(&bytes[..coffee + 1]).is_err(),
+        "the split is inside a character"
+    );
     let server = TestServer::start(vec![reply]).await;
     let items = run(config(&server)).await;
     assert_eq!(events::text(&items), "café ☕ 🎉");
@@ -261,14 +326,22 @@ async fn invalid_utf8_becomes_replacement_characters() {
     body.extend_from_slice(b" then \xFF end\"}}]}\n\n");
     body.extend_from_slice(DONE.as_bytes());
     let split = body.iter().position(|&b| b == 0x9F).unwrap();
-    let server = TestServer::start(vec![Reply::sse(&body).split_at(&[split]).pace(Duration::from_millis(10))]).await;
+    let server = TestServer::start(vec![
+        Reply::sse(&body)
+            .split_at(&[split])
+            .pace(Duration::from_millis(10)),
+    ])
+    .await;
     let items = run(config(&server)).await;
     assert_eq!(events::text(&items), "ok \u{FFFD} then \u{FFFD} end");
 }
 
 #[tokio::test]
 async fn malformed_chunk_json_is_a_decode_error() {
-    let server = TestServer::start(vec![Reply::sse(format!("{HELLO}data: {{\"choices\": [oops\n\n{DONE}"))]).await;
+    let server = TestServer::start(vec![Reply::sse(format!(
+        "{HELLO}data: {{\"choices\": [oops\n\n{DONE}"
+    ))])
+    .await;
     let items = run(config(&server).max_retries(0)).await;
     assert_eq!(events::text(&items), "Hello");
     match events::error(&items) {
@@ -282,7 +355,10 @@ async fn malformed_chunk_json_is_a_decode_error() {
 
 #[tokio::test]
 async fn json_instead_of_a_stream_is_explained() {
-    let plain = Reply::status(200, r#"{"id":"x","choices":[{"message":{"content":"hi"}}]}"#);
+    let plain = Reply::status(
+        200,
+        r#"{"id":"x","choices":[{"message":{"content":"hi"}}]}"#,
+    );
     let server = TestServer::start(vec![plain]).await;
     let items = run(config(&server).max_retries(0)).await;
     match events::error(&items) {
@@ -293,9 +369,14 @@ async fn json_instead_of_a_stream_is_explained() {
 
 #[tokio::test]
 async fn silence_past_the_idle_timeout_fails_and_closes_the_connection() {
-    let slow = Reply::sse(HELLO).then(Part::Pause(Duration::from_secs(1))).then_bytes(DONE);
+    let slow = Reply::sse(HELLO)
+        .then(Part::Pause(Duration::from_secs(1)))
+        .then_bytes(DONE);
     let server = TestServer::start(vec![slow]).await;
-    let items = run(config(&server).idle_timeout(Duration::from_millis(200)).max_retries(2)).await;
+    let items = run(config(&server)
+        .idle_timeout(Duration::from_millis(200))
+        .max_retries(2))
+    .await;
     assert_eq!(events::text(&items), "Hello");
     match events::error(&items) {
         Some(LlmError::IdleTimeout(after)) => assert_eq!(*after, Duration::from_millis(200)),
@@ -311,9 +392,20 @@ async fn dropping_the_stream_closes_the_connection() {
     let server = TestServer::start(vec![held]).await;
     let provider = OpenAiProvider::new(config(&server)).unwrap();
     let mut stream = provider.stream(request());
-    let first = tokio::time::timeout(Duration::from_secs(10), stream.next()).await.unwrap();
-    assert!(matches!(first, Some(Ok(LlmEvent::TextDelta(ref t))) if t == "Hello"), "{first:?}");
-    assert!(!server.wait_for_close(0, Duration::from_millis(50)).await, "still open while streaming");
+    let first = tokio::time::timeout(Duration::from_secs(10), stream.next())
+        .await
+        .unwrap();
+    assert!(
+        matches!(first, Some(Ok(LlmEvent::TextDelta(ref t))) if t == "Hello"),
+        "{first:?}"
+    );
+    assert!(
+        !server.wait_for_close(0, Duration::from_millis(50)).await,
+        "still open while streaming"
+    );
     drop(stream);
-    assert!(server.wait_for_close(0, Duration::from_secs(5)).await, "the server saw the client close");
+    assert!(
+        server.wait_for_close(0, Duration::from_secs(5)).await,
+        "the server saw the client close"
+    );
 }

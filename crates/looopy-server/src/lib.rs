@@ -84,4 +84,4 @@ pub use conn::ConnHandle;
 pub use error::{ApiError, ServerError};
 pub use limits::StreamPermit;
 pub use server::{BoundServer, bind, router, serve};
-pub use state::{AppState, StreamRequest};
+pub use state::{AppState, StreamRequest, TurnStarted};

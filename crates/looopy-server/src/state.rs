@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use axum::http::HeaderMap;
-use looopy_agent::{Agent, TurnHandle};
+use looopy_agent::{Agent, AgentError, TurnHandle};
 use looopy_protocol::ids::is_valid_id;
 use looopy_store::{ContextRecord, Store, TaskRecord};
 use tokio_util::sync::CancellationToken;
@@ -48,6 +48,15 @@ impl std::fmt::Debug for AppState {
             .field("router", &self.inner.router)
             .finish_non_exhaustive()
     }
+}
+
+/// A turn started (or resumed) through [`AppState::start_turn`] or
+/// [`AppState::provide_input`]: stream the context's log after `start_seq` to see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnStarted {
+    pub context_id: String,
+    pub task_id: String,
+    pub start_seq: u64,
 }
 
 /// What an event stream should deliver; see [`AppState::open_stream`].
@@ -125,6 +134,83 @@ impl AppState {
     /// Keeps track of a turn this server started, so shutdown lets it finish writing.
     pub fn track_turn(&self, handle: TurnHandle) {
         self.inner.turns.track(handle);
+    }
+
+    /// Starts a turn as `principal` (see [`Agent::start_turn`]), tracked for shutdown.
+    /// 503 while shutting down; 409 while another turn of the context runs.
+    pub async fn start_turn(
+        &self,
+        principal: &Principal,
+        context_id: &str,
+        message: &str,
+    ) -> Result<TurnStarted, ApiError> {
+        if self.is_shutting_down() {
+            return Err(ApiError::shutting_down());
+        }
+        let agent = self.agent();
+        let handle = self
+            .retry_while_settling(|| agent.start_turn(context_id, message, principal.id()))
+            .await?;
+        Ok(self.started(handle))
+    }
+
+    /// Answers a paused task's input request and resumes it (see
+    /// [`Agent::provide_input`]), tracked for shutdown. Check access first
+    /// ([`authorize_task`](Self::authorize_task)).
+    pub async fn provide_input(
+        &self,
+        task_id: &str,
+        input_id: &str,
+        value: serde_json::Value,
+    ) -> Result<TurnStarted, ApiError> {
+        if self.is_shutting_down() {
+            return Err(ApiError::shutting_down());
+        }
+        let agent = self.agent();
+        let handle = self
+            .retry_while_settling(|| agent.provide_input(task_id, input_id, value.clone()))
+            .await?;
+        Ok(self.started(handle))
+    }
+
+    fn started(&self, handle: TurnHandle) -> TurnStarted {
+        let started = TurnStarted {
+            context_id: handle.context_id.clone(),
+            task_id: handle.task_id.clone(),
+            start_seq: handle.start_seq,
+        };
+        tracing::debug!(context_id = %started.context_id, task_id = %started.task_id, "turn started");
+        self.track_turn(handle);
+        started
+    }
+
+    /// A run keeps its context claimed until its final events are durable — a moment
+    /// after a client may already have seen them (and sent the next message, or the
+    /// input just asked for). `Busy` from a run whose task has settled is that moment:
+    /// wait it out instead of answering 409.
+    async fn retry_while_settling<F, Fut>(&self, mut attempt: F) -> Result<TurnHandle, ApiError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<TurnHandle, AgentError>>,
+    {
+        const PAUSE: std::time::Duration = std::time::Duration::from_millis(5);
+        const ATTEMPTS: usize = 200; // 1 s at most
+        for _ in 0..ATTEMPTS {
+            match attempt().await {
+                Err(AgentError::Busy { task_id, .. }) if self.has_settled(&task_id).await => {
+                    tokio::time::sleep(PAUSE).await;
+                }
+                other => return other.map_err(ApiError::from),
+            }
+        }
+        attempt().await.map_err(ApiError::from)
+    }
+
+    async fn has_settled(&self, task_id: &str) -> bool {
+        matches!(
+            self.store().get_task(task_id).await,
+            Ok(Some(task)) if task.state.is_terminal() || task.state.is_interrupted()
+        )
     }
 
     /// Lets tracked turns finish (or cancels them after the grace period), then makes every
@@ -257,10 +343,7 @@ impl AppState {
         filter.include_internal &= self.inner.config.allow_internal;
         let context_id: Arc<str> = Arc::from(context_id);
         let subscription = Arc::new(Subscription { filter, close });
-        let registration =
-            self.inner
-                .router
-                .register(Arc::clone(&context_id), Arc::clone(&subscription), conn);
+        let registration = self.inner.router.register(Arc::clone(&context_id), conn);
         EventStream::new(
             self.store().clone(),
             context_id,

@@ -158,11 +158,11 @@ async fn a_bad_or_future_last_event_id_is_a_400_not_an_empty_stream() {
     server.shutdown().await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_reader_is_disconnected_while_others_and_the_agent_carry_on() {
-    // Big deltas, paced: enough bytes to fill every socket and HTTP buffer between the
-    // server and a client that stops reading, at a pace a reading client easily follows.
-    let flood = Response::new().text_chunked("y".repeat(16 * 1024 * 800), 16 * 1024, 1);
+    // Big deltas at a pace a reading client follows easily; the turn would run for
+    // minutes, and is canceled once the slow reader has been cut off.
+    let flood = Response::new().text_chunked("y".repeat(4 * 1024 * 8000), 4 * 1024, 1);
     let script = Script::new().turn(
         Turn::new()
             .when(Matcher::any().user_contains("flood"))
@@ -170,33 +170,46 @@ async fn a_slow_reader_is_disconnected_while_others_and_the_agent_carry_on() {
     );
     let dir = tempfile::tempdir().unwrap();
     let server = TestServer::on_store(dir, ScriptedProvider::new(script), |c| {
-        c.subscriber_buffer = 16;
+        c.subscriber_buffer = 64;
     })
     .await;
     let hello = server.start_turn("ctx-slow", "hello").await; // echo turn creates the context
     server.wait_state(&hello, "completed").await;
-    let start = server.state.store().event_log().last_seq("ctx-slow").await.unwrap().to_string();
+    let start = server.state.store().event_log().last_seq("ctx-slow").await.unwrap();
 
-    let slow = server.events("ctx-slow", Some(&start), "").await; // never read until the end
-    let mut fast = SseClient::new(server.events("ctx-slow", Some(&start), "").await);
+    let slow = server.events("ctx-slow", Some(&start.to_string()), "").await; // not read for now
+    let mut fast = SseClient::new(server.events("ctx-slow", Some(&start.to_string()), "").await);
     let flood_task = server.start_turn("ctx-slow", "flood").await;
-    let mut fast_seqs = Vec::new();
-    loop {
-        let e = fast.next().await.expect("the fast reader is never cut off");
-        fast_seqs.push(seq(&e));
-        if e.event == "task-complete" {
-            break;
+    let fast_reader = tokio::spawn(async move {
+        let mut seqs = Vec::new();
+        loop {
+            let Some(e) = fast.next().await else { return Err(seqs) };
+            seqs.push(seq(&e));
+            if e.event == "task-complete" {
+                return Ok(seqs);
+            }
         }
-    }
-    server.wait_state(&flood_task, "completed").await;
-    assert!(server.state.router().stats().disconnected >= 1);
+    });
+    // Once the slow reader's socket and HTTP buffers are full, its 16-event buffer
+    // buffer overflows and the router drops it; meanwhile the turn keeps producing.
+    within("the slow reader being disconnected", async {
+        while server.state.router().stats().disconnected == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    assert_eq!(server.state.router().stats().disconnected, 1, "only the slow reader");
+    let r = server.client.post(server.url(&format!("/v1/tasks/{flood_task}/cancel"))).send().await.unwrap();
+    assert_eq!(r.status(), 202);
+    let fast_seqs = within("the fast reader", fast_reader).await.unwrap().expect("the fast reader is never cut off");
+    server.wait_state(&flood_task, "canceled").await;
 
     // The slow reader now reads what was buffered for it; its stream has ended.
     let mut slow = SseClient::new(slow);
     let mut slow_seqs: Vec<u64> = slow.rest().await.iter().map(seq).collect();
     assert!(slow_seqs.len() < fast_seqs.len(), "the slow reader was cut off early");
     // Reconnecting with its last id serves everything else from the log.
-    let resume = slow_seqs.last().map_or(start.clone(), u64::to_string);
+    let resume = slow_seqs.last().copied().unwrap_or(start).to_string();
     let mut again = SseClient::new(server.events("ctx-slow", Some(&resume), "").await);
     while slow_seqs.len() < fast_seqs.len() {
         slow_seqs.push(seq(&again.next().await.unwrap()));

@@ -19,7 +19,10 @@ use rusqlite::{Connection, OpenFlags};
 use crate::StoreError;
 
 /// Opens one connection to `path` and applies the per-connection settings.
-pub(crate) fn open_connection(path: &Path, busy_timeout: Duration) -> Result<Connection, StoreError> {
+pub(crate) fn open_connection(
+    path: &Path,
+    busy_timeout: Duration,
+) -> Result<Connection, StoreError> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
@@ -78,7 +81,10 @@ impl Pool {
 
     /// Returns a connection for reuse (dropped when enough are idle already).
     pub(crate) fn put(&self, conn: Connection) {
-        let mut idle = self.idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut idle = self
+            .idle
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         if idle.len() < self.max_idle {
             idle.push(conn);
         }
@@ -178,7 +184,8 @@ pub(crate) fn to_u64(value: i64, table: &'static str, key: &str) -> Result<u64, 
 
 /// Converts a sequence number for SQLite's signed INTEGER.
 pub(crate) fn to_i64(value: u64, what: &str) -> Result<i64, StoreError> {
-    i64::try_from(value).map_err(|_| StoreError::Invalid(format!("{what} {value} exceeds i64::MAX")))
+    i64::try_from(value)
+        .map_err(|_| StoreError::Invalid(format!("{what} {value} exceeds i64::MAX")))
 }
 
 #[cfg(test)]
@@ -193,7 +200,10 @@ mod tests {
         let b = a + chrono::Duration::nanoseconds(1);
         let (ta, tb) = (encode_time(&a), encode_time(&b));
         assert_eq!(ta, "2024-01-02T03:04:05.123456789Z");
-        assert_eq!(encode_time(&DateTime::<Utc>::UNIX_EPOCH), "1970-01-01T00:00:00.000000000Z");
+        assert_eq!(
+            encode_time(&DateTime::<Utc>::UNIX_EPOCH),
+            "1970-01-01T00:00:00.000000000Z"
+        );
         assert!(ta < tb);
         assert_eq!(decode_time(&ta, "t", "k", "c").unwrap(), a);
     }
@@ -202,15 +212,22 @@ mod tests {
     fn bad_timestamp_names_the_row() {
         let err = decode_time("yesterday", "tasks", "task-1", "created_at").unwrap_err();
         let text = err.to_string();
-        assert!(text.contains("tasks") && text.contains("task-1") && text.contains("yesterday"), "{text}");
+        assert!(
+            text.contains("tasks") && text.contains("task-1") && text.contains("yesterday"),
+            "{text}"
+        );
     }
 
     #[test]
     fn connection_is_wal_and_normal_sync() {
         let dir = tempfile::tempdir().unwrap();
         let conn = open_connection(&dir.path().join("a.db"), Duration::from_secs(1)).unwrap();
-        let mode: String = conn.pragma_query_value(None, "journal_mode", |r| r.get(0)).unwrap();
-        let sync: i64 = conn.pragma_query_value(None, "synchronous", |r| r.get(0)).unwrap();
+        let mode: String = conn
+            .pragma_query_value(None, "journal_mode", |r| r.get(0))
+            .unwrap();
+        let sync: i64 = conn
+            .pragma_query_value(None, "synchronous", |r| r.get(0))
+            .unwrap();
         assert_eq!(mode, "wal");
         assert_eq!(sync, 1, "NORMAL");
     }

@@ -69,7 +69,9 @@ pub enum StoreError {
     SchemaTooNew { found: i64, supported: i64 },
 
     /// SQLite could not put the file in WAL mode (e.g. an unsupported file system).
-    #[error("could not enable WAL journal mode (got {0:?}); the store needs WAL for concurrent readers")]
+    #[error(
+        "could not enable WAL journal mode (got {0:?}); the store needs WAL for concurrent readers"
+    )]
     NoWal(String),
 
     /// The store was closed; nothing more can be written.

@@ -59,7 +59,10 @@ fn safe_cuts(messages: &[Message]) -> Vec<bool> {
                 }
             }
             Role::Tool => {
-                let call = message.tool_call_id.as_deref().and_then(|id| call_at.get(id));
+                let call = message
+                    .tool_call_id
+                    .as_deref()
+                    .and_then(|id| call_at.get(id));
                 if let Some(&call) = call {
                     // Cuts call+1 ..= index would separate them.
                     depth_change[call + 1] += 1;
@@ -182,9 +185,16 @@ mod tests {
             .iter()
             .flat_map(|m| m.tool_calls.iter().map(|c| c.id.as_str()))
             .collect();
-        let out_results: Vec<&str> = out.iter().filter_map(|m| m.tool_call_id.as_deref()).collect();
-        out_results.iter().all(|id| !called.contains(id) || out_calls.contains(id))
-            && out_calls.iter().all(|id| !answered.contains(id) || out_results.contains(id))
+        let out_results: Vec<&str> = out
+            .iter()
+            .filter_map(|m| m.tool_call_id.as_deref())
+            .collect();
+        out_results
+            .iter()
+            .all(|id| !called.contains(id) || out_calls.contains(id))
+            && out_calls
+                .iter()
+                .all(|id| !answered.contains(id) || out_results.contains(id))
     }
 
     proptest! {

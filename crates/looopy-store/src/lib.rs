@@ -37,7 +37,10 @@
 //! store.close().await.unwrap();
 //! # });
 //! ```
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
 
 mod db;
 mod error;

@@ -41,7 +41,11 @@ pub struct TaskRecord {
 
 impl TaskRecord {
     /// A new task in `state`, created and updated now.
-    pub fn new(task_id: impl Into<String>, context_id: impl Into<String>, state: TaskState) -> Self {
+    pub fn new(
+        task_id: impl Into<String>,
+        context_id: impl Into<String>,
+        state: TaskState,
+    ) -> Self {
         let now = Utc::now();
         Self {
             task_id: task_id.into(),

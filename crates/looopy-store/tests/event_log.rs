@@ -1,5 +1,7 @@
 //! The event log: group commit, ordering, flush, rejection, corruption, concurrency.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "test helpers fail loudly")]
+
 mod common;
 
 use std::sync::Arc;
@@ -31,7 +33,10 @@ async fn ten_thousand_events_come_back_in_order_in_few_transactions() {
     }
     assert_eq!(seen.len(), 10_000);
     assert!(seen.iter().zip(1..).all(|(e, seq)| e.seq == seq));
-    assert_eq!(seen[41], delta("ctx", 42).with_timestamp(seen[41].timestamp));
+    assert_eq!(
+        seen[41],
+        delta("ctx", 42).with_timestamp(seen[41].timestamp)
+    );
     assert_eq!(log.last_seq("ctx").await.unwrap(), 10_000);
     assert_eq!(log.last_seq("nothing-here").await.unwrap(), 0);
 
@@ -86,7 +91,9 @@ async fn every_event_kind_round_trips_through_the_log() {
 
     let conn = common::raw_connection(&store);
     let (kind, task): (String, String) = conn
-        .query_row("SELECT kind, task_id FROM events WHERE seq = 2", [], |r| Ok((r.get(0)?, r.get(1)?)))
+        .query_row("SELECT kind, task_id FROM events WHERE seq = 2", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
         .unwrap();
     assert_eq!((kind.as_str(), task.as_str()), ("tool-start", "task-1"));
 }
@@ -105,7 +112,9 @@ async fn flush_waits_for_exactly_the_events_before_it() {
     // Committed, readable from another connection, and already broadcast.
     assert_eq!(log.last_seq("ctx").await.unwrap(), 500);
     let conn = common::raw_connection(&store);
-    let count: i64 = conn.query_row("SELECT COUNT(*) FROM events", [], |r| r.get(0)).unwrap();
+    let count: i64 = conn
+        .query_row("SELECT COUNT(*) FROM events", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(count, 500);
     let mut delivered = 0;
     while let Ok(batch) = live.try_recv() {
@@ -134,7 +143,11 @@ async fn broadcast_batches_are_already_durable() {
         let last = batch.last().unwrap().seq;
         // Every broadcast event is visible to an independent connection.
         let stored: i64 = conn
-            .query_row("SELECT MAX(seq) FROM events WHERE context_id = 'ctx'", [], |r| r.get(0))
+            .query_row(
+                "SELECT MAX(seq) FROM events WHERE context_id = 'ctx'",
+                [],
+                |r| r.get(0),
+            )
             .unwrap();
         assert!(stored as u64 >= last);
         assert_eq!(batch.first().unwrap().seq, received + 1);
@@ -158,14 +171,24 @@ async fn a_non_increasing_seq_is_reported_by_flush_and_the_rest_is_written() {
         Err(StoreError::Rejected { count, examples }) => {
             assert_eq!(count, 2);
             assert_eq!(examples[0].seq, 2);
-            assert!(examples[0].reason.contains("not above"), "{}", examples[0].reason);
+            assert!(
+                examples[0].reason.contains("not above"),
+                "{}",
+                examples[0].reason
+            );
             assert_eq!(examples[1].seq, 0);
         }
         other => panic!("expected Rejected, got {other:?}"),
     }
     // Reported once; the next flush is clean.
     log.flush().await.unwrap();
-    let seqs: Vec<u64> = log.read_after("ctx", 0, 100).await.unwrap().iter().map(|e| e.seq).collect();
+    let seqs: Vec<u64> = log
+        .read_after("ctx", 0, 100)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.seq)
+        .collect();
     assert_eq!(seqs, [1, 2, 3, 4]);
     assert_eq!(log.last_seq("other").await.unwrap(), 1);
     assert_eq!(log.stats().events_rejected, 2);
@@ -185,7 +208,10 @@ async fn seq_checks_survive_a_reopen() {
     let store = Store::open(&path).unwrap();
     let log = store.event_log();
     log.append(delta("ctx", 5)).await.unwrap();
-    assert!(matches!(log.flush().await, Err(StoreError::Rejected { count: 1, .. })));
+    assert!(matches!(
+        log.flush().await,
+        Err(StoreError::Rejected { count: 1, .. })
+    ));
     log.append(delta("ctx", 6)).await.unwrap();
     log.flush().await.unwrap();
     assert_eq!(log.last_seq("ctx").await.unwrap(), 6);
@@ -210,8 +236,17 @@ async fn a_row_written_behind_the_writers_back_is_caught_by_the_row_by_row_retry
         log.append(delta("ctx", seq)).await.unwrap();
     }
     let err = log.flush().await.unwrap_err();
-    assert!(matches!(&err, StoreError::Rejected { count: 1, examples } if examples[0].seq == 2), "{err:?}");
-    let seqs: Vec<u64> = log.read_after("ctx", 0, 100).await.unwrap().iter().map(|e| e.seq).collect();
+    assert!(
+        matches!(&err, StoreError::Rejected { count: 1, examples } if examples[0].seq == 2),
+        "{err:?}"
+    );
+    let seqs: Vec<u64> = log
+        .read_after("ctx", 0, 100)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.seq)
+        .collect();
     assert_eq!(seqs, [1, 2, 3, 4, 5]);
     assert_eq!(log.stats().events_committed, 4);
 }
@@ -238,7 +273,9 @@ async fn a_corrupt_event_row_is_a_corrupt_error_naming_the_row() {
 
     assert_eq!(log.read_after("ctx", 0, 1).await.unwrap().len(), 1);
     match log.read_after("ctx", 0, 10).await {
-        Err(StoreError::Corrupt { table, key, .. }) => assert_eq!((table, key.as_str()), ("events", "ctx/2")),
+        Err(StoreError::Corrupt { table, key, .. }) => {
+            assert_eq!((table, key.as_str()), ("events", "ctx/2"))
+        }
         other => panic!("expected Corrupt, got {other:?}"),
     }
     let err = log.read_after("ctx2", 0, 10).await.unwrap_err();
@@ -267,7 +304,10 @@ async fn after_close_appends_fail_and_reads_still_work() {
     log.append(delta("ctx", 1)).await.unwrap();
     store.close().await.unwrap();
     store.close().await.unwrap();
-    assert!(matches!(log.append(delta("ctx", 2)).await, Err(StoreError::Closed)));
+    assert!(matches!(
+        log.append(delta("ctx", 2)).await,
+        Err(StoreError::Closed)
+    ));
     assert!(matches!(log.flush().await, Err(StoreError::Closed)));
     assert_eq!(log.last_seq("ctx").await.unwrap(), 1);
     // Subscribers of a closed log see the end at once.
@@ -357,7 +397,10 @@ async fn events_queued_while_the_writer_is_busy_commit_in_few_large_batches() {
     let stats = log.stats();
     assert_eq!(stats.events_committed, 8000);
     // The stalled first batch, then the queue drained 2048 at a time.
-    assert!(stats.batches_committed <= 1 + 8000_u64.div_ceil(2048), "{stats:?}");
+    assert!(
+        stats.batches_committed <= 1 + 8000_u64.div_ceil(2048),
+        "{stats:?}"
+    );
     assert_eq!(stats.largest_batch, 2048);
 }
 
@@ -373,5 +416,36 @@ async fn a_hundred_thousand_events_through_group_commit() {
     assert_eq!(stats.events_committed, 100_000);
     assert_eq!(log.last_seq("ctx").await.unwrap(), 100_000);
     let tail = log.read_after("ctx", 99_990, 100).await.unwrap();
-    assert_eq!(tail.iter().map(|e| e.seq).collect::<Vec<_>>(), (99_991..=100_000).collect::<Vec<_>>());
+    assert_eq!(
+        tail.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        (99_991..=100_000).collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test]
+async fn the_wal_rewinds_under_continuous_load() {
+    let mut options = StoreOptions::default();
+    options.wal_checkpoint_pages = 8;
+    options.wal_rewind_pages = 64;
+    options.max_batch = 16;
+    let (_dir, store) = common::open_temp_with(options);
+    let log = store.event_log();
+    // Many small transactions, never an idle moment for the WAL to rewind by itself.
+    for seq in 1..=20_000 {
+        log.append(delta("ctx", seq)).await.unwrap();
+    }
+    log.flush().await.unwrap();
+    let stats = log.stats();
+    assert!(stats.batches_committed >= 20_000 / 16);
+    assert!(stats.writer_checkpoints >= 1, "{stats:?}");
+    // After the writer's checkpoint the next commit started the WAL over: it holds far
+    // fewer frames than were written in all.
+    let frames: i64 = common::raw_connection(&store)
+        .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get(1))
+        .unwrap();
+    assert!(
+        frames < stats.batches_committed as i64,
+        "{frames} frames in the WAL"
+    );
+    assert_eq!(log.last_seq("ctx").await.unwrap(), 20_000);
 }

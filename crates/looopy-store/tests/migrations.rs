@@ -1,5 +1,7 @@
 //! Opening a fresh file, reopening an existing one, and refusing a newer schema.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "test helpers fail loudly")]
+
 mod common;
 
 use looopy_protocol::Message;
@@ -14,7 +16,9 @@ async fn fresh_file_is_created_with_parent_dirs_wal_and_current_schema() {
     assert_eq!(store.schema_version().await.unwrap(), SCHEMA_VERSION);
 
     let conn = common::raw_connection(&store);
-    let mode: String = conn.pragma_query_value(None, "journal_mode", |r| r.get(0)).unwrap();
+    let mode: String = conn
+        .pragma_query_value(None, "journal_mode", |r| r.get(0))
+        .unwrap();
     assert_eq!(mode, "wal");
     let tables: Vec<String> = conn
         .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
@@ -25,7 +29,14 @@ async fn fresh_file_is_created_with_parent_dirs_wal_and_current_schema() {
         .unwrap();
     assert_eq!(
         tables,
-        ["artifact_chunks", "artifacts", "contexts", "events", "messages", "tasks"]
+        [
+            "artifact_chunks",
+            "artifacts",
+            "contexts",
+            "events",
+            "messages",
+            "tasks"
+        ]
     );
 }
 
@@ -36,15 +47,25 @@ async fn reopening_keeps_data_and_does_not_reapply_migrations() {
     {
         let store = Store::open(&path).unwrap();
         store.ensure_context("ctx-1", Some("alice")).await.unwrap();
-        store.append_messages("ctx-1", &[Message::user("hello")]).await.unwrap();
-        store.event_log().append(common::delta("ctx-1", 1)).await.unwrap();
+        store
+            .append_messages("ctx-1", &[Message::user("hello")])
+            .await
+            .unwrap();
+        store
+            .event_log()
+            .append(common::delta("ctx-1", 1))
+            .await
+            .unwrap();
         store.close().await.unwrap();
     }
     let store = Store::open(&path).unwrap();
     assert_eq!(store.schema_version().await.unwrap(), SCHEMA_VERSION);
     let ctx = store.get_context("ctx-1").await.unwrap().unwrap();
     assert_eq!(ctx.owner.as_deref(), Some("alice"));
-    assert_eq!(store.load_messages("ctx-1").await.unwrap(), vec![Message::user("hello")]);
+    assert_eq!(
+        store.load_messages("ctx-1").await.unwrap(),
+        vec![Message::user("hello")]
+    );
     assert_eq!(store.event_log().last_seq("ctx-1").await.unwrap(), 1);
 }
 
@@ -54,7 +75,8 @@ async fn a_newer_schema_is_refused() {
     let path = dir.path().join("looopy.db");
     drop(Store::open(&path).unwrap());
     let conn = rusqlite::Connection::open(&path).unwrap();
-    conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1).unwrap();
+    conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
+        .unwrap();
     drop(conn);
     match Store::open(&path) {
         Err(StoreError::SchemaTooNew { found, supported }) => {

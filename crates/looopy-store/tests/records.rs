@@ -1,5 +1,7 @@
 //! Contexts, messages, tasks and artifacts against a real SQLite file.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "test helpers fail loudly")]
+
 mod common;
 
 use chrono::{Duration, Utc};
@@ -14,15 +16,33 @@ async fn ensure_context_creates_once_and_never_changes_the_owner() {
     let first = store.ensure_context("ctx-1", Some("alice")).await.unwrap();
     assert_eq!(first.owner.as_deref(), Some("alice"));
     assert_eq!(first.title, None);
-    let again = store.ensure_context("ctx-1", Some("mallory")).await.unwrap();
+    let again = store
+        .ensure_context("ctx-1", Some("mallory"))
+        .await
+        .unwrap();
     assert_eq!(again, first);
     assert_eq!(store.get_context("missing").await.unwrap(), None);
 
-    store.set_context_title("ctx-1", Some("Trip planning")).await.unwrap();
+    store
+        .set_context_title("ctx-1", Some("Trip planning"))
+        .await
+        .unwrap();
     let titled = store.get_context("ctx-1").await.unwrap().unwrap();
     assert_eq!(titled.title.as_deref(), Some("Trip planning"));
-    let err = store.set_context_title("missing", Some("x")).await.unwrap_err();
-    assert!(matches!(err, StoreError::NotFound { what: "context", .. }), "{err:?}");
+    let err = store
+        .set_context_title("missing", Some("x"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::NotFound {
+                what: "context",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
 }
 
 #[tokio::test]
@@ -32,7 +52,10 @@ async fn contexts_list_newest_activity_first_and_filter_by_owner() {
     store.ensure_context("b", Some("bob")).await.unwrap();
     store.ensure_context("c", None).await.unwrap();
     // Activity on `a` moves it to the front.
-    store.append_messages("a", &[Message::user("hi")]).await.unwrap();
+    store
+        .append_messages("a", &[Message::user("hi")])
+        .await
+        .unwrap();
 
     let all: Vec<_> = store.list_contexts(None).await.unwrap();
     let ids: Vec<_> = all.iter().map(|c| c.context_id.as_str()).collect();
@@ -43,7 +66,13 @@ async fn contexts_list_newest_activity_first_and_filter_by_owner() {
     let alice: Vec<_> = store.list_contexts(Some("alice")).await.unwrap();
     assert_eq!(alice.len(), 1);
     assert_eq!(alice[0].context_id, "a");
-    assert!(store.list_contexts(Some("nobody")).await.unwrap().is_empty());
+    assert!(
+        store
+            .list_contexts(Some("nobody"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[tokio::test]
@@ -67,7 +96,10 @@ async fn messages_round_trip_with_tool_calls_in_order() {
     store.append_messages("ctx", &first).await.unwrap();
     store.append_messages("ctx", &second).await.unwrap();
     store.append_messages("ctx", &[]).await.unwrap();
-    store.append_messages("other", &[Message::user("elsewhere")]).await.unwrap();
+    store
+        .append_messages("other", &[Message::user("elsewhere")])
+        .await
+        .unwrap();
 
     let loaded = store.load_messages("ctx").await.unwrap();
     assert_eq!(loaded, [first.clone(), second.clone()].concat());
@@ -77,7 +109,10 @@ async fn messages_round_trip_with_tool_calls_in_order() {
     assert_eq!(store.load_messages("ctx").await.unwrap(), second);
     // Appending after a replace continues after the new last position.
     store.append_messages("ctx", &first[..1]).await.unwrap();
-    assert_eq!(store.load_messages("ctx").await.unwrap(), [second, first[..1].to_vec()].concat());
+    assert_eq!(
+        store.load_messages("ctx").await.unwrap(),
+        [second, first[..1].to_vec()].concat()
+    );
 
     store.clear_messages("ctx").await.unwrap();
     assert!(store.load_messages("ctx").await.unwrap().is_empty());
@@ -87,7 +122,10 @@ async fn messages_round_trip_with_tool_calls_in_order() {
 #[tokio::test]
 async fn a_corrupt_message_row_is_a_corrupt_error_naming_the_row() {
     let (_dir, store) = common::open_temp();
-    store.append_messages("ctx", &[Message::user("fine")]).await.unwrap();
+    store
+        .append_messages("ctx", &[Message::user("fine")])
+        .await
+        .unwrap();
     common::raw_connection(&store)
         .execute(
             "INSERT INTO messages (context_id, position, data) VALUES ('ctx', 1, '{\"role\": \"wizard\"')",
@@ -130,8 +168,14 @@ async fn tasks_upsert_and_list_in_creation_order() {
     assert_eq!(store.get_task("t1").await.unwrap().unwrap(), t1);
 
     let ids = |v: Vec<TaskRecord>| v.into_iter().map(|t| t.task_id).collect::<Vec<_>>();
-    assert_eq!(ids(store.list_tasks(Some("ctx-a")).await.unwrap()), ["t1", "t2"]);
-    assert_eq!(ids(store.list_tasks(None).await.unwrap()), ["t1", "t2", "t3"]);
+    assert_eq!(
+        ids(store.list_tasks(Some("ctx-a")).await.unwrap()),
+        ["t1", "t2"]
+    );
+    assert_eq!(
+        ids(store.list_tasks(None).await.unwrap()),
+        ["t1", "t2", "t3"]
+    );
     assert_eq!(store.list_tasks(Some("ctx-b")).await.unwrap(), vec![t3]);
 }
 
@@ -177,7 +221,10 @@ async fn orphaned_tasks_fail_after_a_crash_and_paused_ones_survive() {
         assert_eq!(store.get_task(&t.task_id).await.unwrap().as_ref(), Some(t));
     }
     assert_eq!(store.get_task("done").await.unwrap().unwrap(), done);
-    assert_eq!(store.get_task("paused").await.unwrap().unwrap(), waiting_input);
+    assert_eq!(
+        store.get_task("paused").await.unwrap().unwrap(),
+        waiting_input
+    );
     // Idempotent: nothing left to fail.
     assert!(store.fail_orphaned_tasks("again").await.unwrap().is_empty());
 }
@@ -185,7 +232,10 @@ async fn orphaned_tasks_fail_after_a_crash_and_paused_ones_survive() {
 #[tokio::test]
 async fn corrupt_task_rows_are_errors_and_do_not_block_orphan_recovery() {
     let (_dir, store) = common::open_temp();
-    store.put_task(&task("good", "c", TaskState::Working, 5)).await.unwrap();
+    store
+        .put_task(&task("good", "c", TaskState::Working, 5))
+        .await
+        .unwrap();
     let conn = common::raw_connection(&store);
     conn.execute(
         "INSERT INTO tasks (task_id, context_id, state, created_at, updated_at, pending)
@@ -208,13 +258,20 @@ async fn corrupt_task_rows_are_errors_and_do_not_block_orphan_recovery() {
             other => panic!("expected Corrupt for {id}, got {other:?}"),
         }
     }
-    assert!(matches!(store.list_tasks(Some("c")).await, Err(StoreError::Corrupt { .. })));
+    assert!(matches!(
+        store.list_tasks(Some("c")).await,
+        Err(StoreError::Corrupt { .. })
+    ));
 
     let failed = store.fail_orphaned_tasks("restart").await.unwrap();
     assert_eq!(failed.len(), 1);
     assert_eq!(failed[0].task_id, "good");
     let state: String = conn
-        .query_row("SELECT state FROM tasks WHERE task_id = 'bad-json'", [], |r| r.get(0))
+        .query_row(
+            "SELECT state FROM tasks WHERE task_id = 'bad-json'",
+            [],
+            |r| r.get(0),
+        )
         .unwrap();
     assert_eq!(state, "failed");
 }
@@ -241,9 +298,15 @@ async fn artifacts_put_append_get_list_and_replace() {
     dataset.created_at = file.created_at + Duration::seconds(1);
     store.put_artifact(&dataset).await.unwrap();
     for row in [json!({"a": 1}), json!({"a": 2})] {
-        store.append_artifact("art-2", &format!("{row}\n")).await.unwrap();
+        store
+            .append_artifact("art-2", &format!("{row}\n"))
+            .await
+            .unwrap();
     }
-    store.put_artifact(&ArtifactRecord::new("art-3", "other", "t", "data")).await.unwrap();
+    store
+        .put_artifact(&ArtifactRecord::new("art-3", "other", "t", "data"))
+        .await
+        .unwrap();
 
     let listed = store.list_artifacts("ctx").await.unwrap();
     assert_eq!(listed.len(), 2);
@@ -253,19 +316,37 @@ async fn artifacts_put_append_get_list_and_replace() {
     // Replacing drops the appended chunks.
     file.content = "v2".into();
     store.put_artifact(&file).await.unwrap();
-    assert_eq!(store.get_artifact("art-1").await.unwrap().unwrap().content, "v2");
+    assert_eq!(
+        store.get_artifact("art-1").await.unwrap().unwrap().content,
+        "v2"
+    );
 
     assert_eq!(store.get_artifact("missing").await.unwrap(), None);
     let err = store.append_artifact("missing", "x").await.unwrap_err();
-    assert!(matches!(err, StoreError::NotFound { what: "artifact", .. }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            StoreError::NotFound {
+                what: "artifact",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
 }
 
 #[tokio::test]
 async fn corrupt_artifact_metadata_is_a_corrupt_error() {
     let (_dir, store) = common::open_temp();
-    store.put_artifact(&ArtifactRecord::new("a", "c", "t", "data")).await.unwrap();
+    store
+        .put_artifact(&ArtifactRecord::new("a", "c", "t", "data"))
+        .await
+        .unwrap();
     common::raw_connection(&store)
-        .execute("UPDATE artifacts SET metadata = 'not json' WHERE artifact_id = 'a'", [])
+        .execute(
+            "UPDATE artifacts SET metadata = 'not json' WHERE artifact_id = 'a'",
+            [],
+        )
         .unwrap();
     let err = store.get_artifact("a").await.unwrap_err();
     assert!(

@@ -1,5 +1,7 @@
 //! `tail`: replay then live, across the seam, through lag, and to the end of a closed log.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "test helpers fail loudly")]
+
 mod common;
 
 use std::time::Duration;
@@ -73,7 +75,10 @@ async fn the_seam_between_replay_and_live_has_no_gap_and_no_duplicate() {
     let mut tails = Vec::new();
     for start in [0u64, 0, 100, 3000, 9000] {
         let stream = log.tail("ctx", start);
-        tails.push((start, tokio::spawn(take_n(stream, (TOTAL - start) as usize))));
+        tails.push((
+            start,
+            tokio::spawn(take_n(stream, (TOTAL - start) as usize)),
+        ));
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     producer.await.unwrap();
@@ -161,9 +166,12 @@ async fn a_corrupt_row_ends_the_tail_with_an_error() {
             [],
         )
         .unwrap();
-    let items: Vec<_> = tokio::time::timeout(Duration::from_secs(60), log.tail("ctx", 0).collect::<Vec<_>>())
-        .await
-        .expect("tail did not end");
+    let items: Vec<_> = tokio::time::timeout(
+        Duration::from_secs(60),
+        log.tail("ctx", 0).collect::<Vec<_>>(),
+    )
+    .await
+    .expect("tail did not end");
     assert_eq!(items.len(), 1, "the error ends the stream");
     assert!(matches!(&items[0], Err(StoreError::Corrupt { key, .. }) if key == "ctx/2"));
 }

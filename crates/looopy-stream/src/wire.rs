@@ -18,14 +18,15 @@
 //!   (whitespace between blocks is layout), unless a whitespace run exceeds
 //!   [`MAX_HELD_WHITESPACE`], which is then emitted rather than held. Text inside blocks is
 //!   exact. Stray closing markers outside blocks are dropped.
-//! - The `<execute>` body is scanned once, byte by byte state, with awareness of JSON strings,
-//!   so `</execute>` inside a string argument does not end it. On `</execute>` the body must
-//!   be a non-empty JSON array of `{"name": string, "args": object}` (`args` may be omitted);
-//!   a valid batch yields its `call` events in order and then one `execute`, and the parser
-//!   **stops**: whatever the model writes after `</execute>` was written without seeing any
-//!   result, so it is ignored and [`WireParser::is_stopped`] tells the caller to cut the
-//!   stream. An invalid batch yields exactly one `error` event (saying what is wrong, with the
-//!   JSON line/column) and no `call`/`execute`; parsing continues.
+//! - The `<execute>` body is scanned once, with its JSON string/escape state carried across
+//!   chunks, so `</execute>` inside a string argument does not end it. On `</execute>` the body
+//!   must be a non-empty JSON array of `{"name": string, "args": object}` (`args` may be
+//!   omitted; other keys are ignored). A valid batch yields its `call` events in order and then
+//!   one `execute`, and the parser **stops**: whatever the model writes after `</execute>` was
+//!   written without seeing any result, so it is ignored and [`WireParser::is_stopped`] tells
+//!   the caller to cut the stream. An invalid batch yields exactly one `error` event (saying
+//!   what is wrong, with serde_json's line/column for malformed JSON) and no `call`/`execute`;
+//!   parsing continues.
 //! - A body larger than [`MAX_EXECUTE_BODY`] yields one `error` and is discarded; parsing
 //!   continues after its `</execute>`.
 //! - `<end>` yields `end` and stops the parser too.
@@ -37,7 +38,9 @@
 //!   valid batch is accepted (a stop sequence may have eaten `</execute>`), otherwise it is an
 //!   `error`.
 //!
-//! Markers are exact and case-sensitive (`<Think>` or `< think>` are text).
+//! Markers are exact and case-sensitive (`<Think>` or `< think>` are text). Memory is bounded:
+//! at most 9 held-back bytes, [`MAX_HELD_WHITESPACE`] of held whitespace and
+//! [`MAX_EXECUTE_BODY`] of batch body. `finish()` resets the parser for the next generation.
 //!
 //! ```
 //! use looopy_stream::wire::{WireEvent, WireParser};

@@ -232,3 +232,26 @@ fn hostile_inputs_do_not_panic() {
         }
     }
 }
+
+#[test]
+fn a_long_metadata_value_after_commit_is_cut_at_the_cap_for_any_chunking() {
+    // Found by fuzzing: the cut must not depend on where chunks end.
+    let content = "c".repeat(100);
+    let input = format!(
+        r#"<thinking thought="{content}" verbosity="{}f&amp"/>"#,
+        "é".repeat(100)
+    );
+    let t = Thought {
+        verbosity: Some("é".repeat(32)),
+        ..thought("thought-1", "thinking", &content)
+    };
+    assert_split(
+        &small_cap(),
+        &input,
+        &[
+            start("thought-1", "thinking"),
+            delta("thought-1", &content),
+            end(t),
+        ],
+    );
+}

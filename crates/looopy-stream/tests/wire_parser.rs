@@ -124,6 +124,22 @@ fn a_long_block_yields_many_deltas() {
 }
 
 #[test]
+fn push_into_extends_an_undrained_delta_in_place() {
+    let mut parser = WireParser::new();
+    let mut out = Vec::new();
+    for piece in ["<think>a", "b", "c</think>x", "y"] {
+        parser.push_into(piece, &mut out);
+    }
+    assert_eq!(out, [think("abc"), respond("xy")]);
+    // A drained vector starts a new delta; so does one the caller changed.
+    out.clear();
+    parser.push_into("z", &mut out);
+    out.push(WireEvent::End);
+    parser.push_into("w", &mut out);
+    assert_eq!(out, [respond("z"), WireEvent::End, respond("w")]);
+}
+
+#[test]
 fn something_that_is_not_a_marker_is_released_as_text() {
     assert_eq!(
         parse_all_ways("<respond>a </respx</respond>"),

@@ -27,7 +27,9 @@ impl ActiveRuns {
     fn lock(&self) -> MutexGuard<'_, Maps> {
         // A panic while holding this lock cannot leave the maps inconsistent (each update
         // is a single insert/remove), so a poisoned lock is still usable.
-        self.maps.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.maps
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Claims `context_id` for a run of `task_id`; `Busy` if another run holds it.
@@ -83,7 +85,10 @@ mod tests {
     fn one_run_per_context_until_released() {
         let runs = ActiveRuns::default();
         let claim = runs.claim("c", "t1", CancellationToken::new()).unwrap();
-        let busy = runs.claim("c", "t2", CancellationToken::new()).err().unwrap();
+        let busy = runs
+            .claim("c", "t2", CancellationToken::new())
+            .err()
+            .unwrap();
         assert!(matches!(busy, AgentError::Busy { ref task_id, .. } if task_id == "t1"));
         assert!(runs.claim("other", "t3", CancellationToken::new()).is_ok());
         assert!(runs.cancellation("t1").is_some());

@@ -30,7 +30,9 @@ impl TurnHandle {
     pub async fn wait(self) -> Result<TaskState, AgentError> {
         match self.join.await {
             Ok(result) => result,
-            Err(error) => Err(AgentError::Internal(format!("turn task ended abnormally: {error}"))),
+            Err(error) => Err(AgentError::Internal(format!(
+                "turn task ended abnormally: {error}"
+            ))),
         }
     }
 }

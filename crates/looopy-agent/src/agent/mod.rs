@@ -16,11 +16,11 @@ use tokio_util::sync::CancellationToken;
 
 pub use handle::TurnHandle;
 
+use crate::AgentError;
 use crate::config::AgentConfig;
 use crate::emit::Emitter;
 use crate::tool::{ArgumentValidator, ToolRegistry};
 use crate::turn::{Counters, PendingTurn, Shared, Turn, TurnEnd};
-use crate::AgentError;
 use active::{ActiveRuns, Claim};
 
 /// Runs conversations. Cheap to clone; clones share their running turns. Use one `Agent`
@@ -44,7 +44,7 @@ impl std::fmt::Debug for Agent {
 /// What a background run does.
 enum Work {
     Start,
-    Resume(PendingTurn, Value),
+    Resume(Box<PendingTurn>, Value),
 }
 
 impl Agent {
@@ -140,7 +140,10 @@ impl Agent {
 
         let emitter = self.emitter(context_id, &task_id, start_seq);
         let mut metadata = Metadata::new();
-        metadata.insert("agentId".into(), Value::from(self.shared.config.agent_id.clone()));
+        metadata.insert(
+            "agentId".into(),
+            Value::from(self.shared.config.agent_id.clone()),
+        );
         metadata.insert("model".into(), Value::from(self.shared.model()));
         emitter
             .emit(EventPayload::TaskCreated(TaskCreated {
@@ -172,7 +175,9 @@ impl Agent {
     ) -> Result<TurnHandle, AgentError> {
         let record = self.task(task_id).await?;
         let cancel = CancellationToken::new();
-        let claim = self.runs.claim(&record.context_id, task_id, cancel.clone())?;
+        let claim = self
+            .runs
+            .claim(&record.context_id, task_id, cancel.clone())?;
         // Read again under the claim: another call may have resumed it meanwhile.
         let record = self.task(task_id).await?;
         let pending = self.pending_of(&record)?;
@@ -194,8 +199,20 @@ impl Agent {
         let stored = store.load_messages(&context_id).await?;
         let emitter = self.emitter(&context_id, task_id, start_seq);
         let counters = pending.counters;
-        let turn = Turn::new(self.shared.clone(), emitter, cancel, record, stored, counters);
-        Ok(self.spawn(turn, claim, Work::Resume(pending, value), start_seq))
+        let turn = Turn::new(
+            self.shared.clone(),
+            emitter,
+            cancel,
+            record,
+            stored,
+            counters,
+        );
+        Ok(self.spawn(
+            turn,
+            claim,
+            Work::Resume(Box::new(pending), value),
+            start_seq,
+        ))
     }
 
     /// Cancels a task: a running turn is told to stop (it ends `canceled` shortly); a
@@ -259,10 +276,11 @@ impl Agent {
         let failed = self.shared.store.fail_orphaned_tasks(reason).await?;
         let mut ids = Vec::with_capacity(failed.len());
         for record in failed {
-            let Ok(claim) =
-                self.runs
-                    .claim(&record.context_id, &record.task_id, CancellationToken::new())
-            else {
+            let Ok(claim) = self.runs.claim(
+                &record.context_id,
+                &record.task_id,
+                CancellationToken::new(),
+            ) else {
                 tracing::warn!(task_id = %record.task_id, "orphaned task's context is busy; skipped");
                 continue;
             };
@@ -358,7 +376,7 @@ impl Agent {
         let join = tokio::spawn(async move {
             let result = match work {
                 Work::Start => turn.drive().await,
-                Work::Resume(pending, value) => turn.resume(pending, value).await,
+                Work::Resume(pending, value) => turn.resume(*pending, value).await,
             };
             let outcome = match result {
                 Ok(end) => turn.finish(end).await.map_err(AgentError::from),

@@ -172,7 +172,10 @@ impl ToolContext {
 
     /// The request recorded by [`require_input`](Self::require_input), if any.
     pub(crate) fn take_input_request(&self) -> Option<InputRequest> {
-        self.input_request.lock().ok().and_then(|mut slot| slot.take())
+        self.input_request
+            .lock()
+            .ok()
+            .and_then(|mut slot| slot.take())
     }
 }
 

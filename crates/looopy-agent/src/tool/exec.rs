@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
-use looopy_protocol::event::{InternalToolComplete, InternalToolStart, ToolComplete, ToolProgress, ToolStart};
+use looopy_protocol::event::{
+    InternalToolComplete, InternalToolStart, ToolComplete, ToolProgress, ToolStart,
+};
 use looopy_protocol::{EventPayload, Message, Metadata, ToolCall};
 use looopy_store::StoreError;
 use serde_json::Value;
@@ -55,7 +57,8 @@ pub(crate) enum ToolOutcome {
 }
 
 /// The text given to the model for a call cancelled with its turn.
-pub(crate) const CANCELED_RESULT: &str = "canceled: the turn was canceled before this tool call finished";
+pub(crate) const CANCELED_RESULT: &str =
+    "canceled: the turn was canceled before this tool call finished";
 
 impl ToolOutcome {
     /// The tool message answering `call` (`None` while waiting for input).
@@ -67,7 +70,9 @@ impl ToolOutcome {
             Self::Canceled => (CANCELED_RESULT.to_string(), true),
             Self::NeedsInput(_) => return None,
         };
-        Some(Message::tool_result(&call.id, &call.name, content, is_error))
+        Some(Message::tool_result(
+            &call.id, &call.name, content, is_error,
+        ))
     }
 }
 
@@ -95,7 +100,10 @@ pub(crate) struct Invocation {
 impl ToolRunner {
     /// Runs one call to its outcome, emitting its events as they happen. Fails only when
     /// the event log does.
-    pub(crate) fn run(&self, inv: Invocation) -> BoxFuture<'static, Result<ToolOutcome, StoreError>> {
+    pub(crate) fn run(
+        &self,
+        inv: Invocation,
+    ) -> BoxFuture<'static, Result<ToolOutcome, StoreError>> {
         let runner = self.clone();
         Box::pin(async move { runner.run_inner(inv).await })
     }
@@ -188,7 +196,11 @@ impl ToolRunner {
             return ToolOutcome::Error(format!(
                 "unknown tool {:?}; available tools: {}",
                 call.name,
-                if available.is_empty() { "none".to_string() } else { available.join(", ") }
+                if available.is_empty() {
+                    "none".to_string()
+                } else {
+                    available.join(", ")
+                }
             ));
         };
         if let Err(problems) = entry.validator.validate(&call.arguments) {
@@ -238,7 +250,10 @@ impl ToolRunner {
                     .or_else(|| payload.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "no message".to_string());
                 tracing::warn!(tool = %call.name, %message, "tool panicked");
-                ToolOutcome::Error(format!("tool {:?} failed unexpectedly (panic: {message})", call.name))
+                ToolOutcome::Error(format!(
+                    "tool {:?} failed unexpectedly (panic: {message})",
+                    call.name
+                ))
             }
             Some(Ok(Err(_aborted))) => ToolOutcome::Canceled,
         };
@@ -311,9 +326,13 @@ mod tests {
             name: "calculator".into(),
             arguments: serde_json::json!({}),
         };
-        let ok = ToolOutcome::Success(Value::from(42)).to_message(&call).unwrap();
+        let ok = ToolOutcome::Success(Value::from(42))
+            .to_message(&call)
+            .unwrap();
         assert_eq!((ok.content.as_str(), ok.is_error), ("42", false));
-        let text = ToolOutcome::Success(Value::from("hi")).to_message(&call).unwrap();
+        let text = ToolOutcome::Success(Value::from("hi"))
+            .to_message(&call)
+            .unwrap();
         assert_eq!(text.content, "hi");
         let err = ToolOutcome::Error("bad".into()).to_message(&call).unwrap();
         assert!(err.is_error);

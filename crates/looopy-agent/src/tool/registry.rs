@@ -36,10 +36,7 @@ impl ToolRegistry {
 
     /// The built-in tools: `calculator`, `current_time` and `ask_user`.
     pub fn builtin() -> Self {
-        Self::new()
-            .with(Calculator)
-            .with(CurrentTime)
-            .with(AskUser)
+        Self::new().with(Calculator).with(CurrentTime).with(AskUser)
     }
 
     /// Adds a typed tool, replacing any tool of the same name.

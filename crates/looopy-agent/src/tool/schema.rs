@@ -68,7 +68,11 @@ impl ArgumentValidator {
             total += 1;
             if problems.len() < MAX_REPORTED_ERRORS {
                 let path = error.instance_path.to_string();
-                let path = if path.is_empty() { "/".to_string() } else { path };
+                let path = if path.is_empty() {
+                    "/".to_string()
+                } else {
+                    path
+                };
                 problems.push(format!("at {path}: {}", error.masked()));
             }
         }
@@ -120,7 +124,10 @@ mod tests {
         let missing = v.validate(&json!({})).unwrap_err();
         assert!(missing.contains("query"), "{missing}");
         let wrong = v.validate(&json!({"query": 5, "limit": -1})).unwrap_err();
-        assert!(wrong.contains("/query") && wrong.contains("/limit"), "{wrong}");
+        assert!(
+            wrong.contains("/query") && wrong.contains("/limit"),
+            "{wrong}"
+        );
         assert!(v.validate(&json!("not an object")).is_err());
     }
 

@@ -98,7 +98,9 @@ impl Turn {
             registry: Arc::clone(&shared.tools),
             emitter: emitter.clone(),
             timeout: shared.config.tool_timeout,
-            permits: Arc::new(tokio::sync::Semaphore::new(shared.config.tool_concurrency.max(1))),
+            permits: Arc::new(tokio::sync::Semaphore::new(
+                shared.config.tool_concurrency.max(1),
+            )),
             cancel: cancel.clone(),
             running: Default::default(),
         };
@@ -237,7 +239,12 @@ impl Turn {
                     // Started, asked for input, and the turn ended before pausing.
                     let canceled = ToolOutcome::Canceled;
                     self.runner
-                        .complete(&spec.call, &canceled, self.counters.iteration, Default::default())
+                        .complete(
+                            &spec.call,
+                            &canceled,
+                            self.counters.iteration,
+                            Default::default(),
+                        )
                         .await?;
                     &ToolOutcome::Canceled
                 }
@@ -322,7 +329,10 @@ impl Turn {
     }
 
     /// Saves `pending` and announces the input request; the run then ends.
-    pub(crate) async fn wait_for_input(&mut self, pending: PendingTurn) -> Result<TurnEnd, StoreError> {
+    pub(crate) async fn wait_for_input(
+        &mut self,
+        pending: PendingTurn,
+    ) -> Result<TurnEnd, StoreError> {
         self.record.state = TaskState::WaitingInput;
         self.record.pending = Some(pending.to_value());
         self.record.updated_at = chrono::Utc::now();
@@ -345,7 +355,10 @@ impl Turn {
             }))
             .await?;
         let mut metadata = Metadata::new();
-        metadata.insert("inputId".into(), Value::from(pending.input.input_id.clone()));
+        metadata.insert(
+            "inputId".into(),
+            Value::from(pending.input.input_id.clone()),
+        );
         self.emitter
             .emit(EventPayload::TaskStatus(TaskStatus {
                 status: TaskState::WaitingInput,

@@ -4,7 +4,7 @@
 //! `ToolContext::provided_input`; other calls of the batch that also asked for input are
 //! made again after it (and may pause the turn again); then the loop goes on.
 
-use looopy_protocol::event::{InputReceived, Initiator, TaskStatus};
+use looopy_protocol::event::{Initiator, InputReceived, TaskStatus};
 use looopy_protocol::{EventPayload, Metadata, TaskState};
 use looopy_store::StoreError;
 use serde_json::Value;
@@ -77,7 +77,12 @@ impl Turn {
             };
             // The call started before the pause and still owes its `tool-complete`.
             self.runner
-                .complete(&call.call, &outcome, self.counters.iteration, Default::default())
+                .complete(
+                    &call.call,
+                    &outcome,
+                    self.counters.iteration,
+                    Default::default(),
+                )
                 .await?;
             pending.calls[index].result = outcome.to_message(&call.call);
         }
@@ -85,7 +90,12 @@ impl Turn {
             for index in std::mem::take(&mut still_paused) {
                 let call = &pending.calls[index];
                 self.runner
-                    .complete(&call.call, &ToolOutcome::Canceled, self.counters.iteration, Default::default())
+                    .complete(
+                        &call.call,
+                        &ToolOutcome::Canceled,
+                        self.counters.iteration,
+                        Default::default(),
+                    )
                     .await?;
                 pending.calls[index].result = ToolOutcome::Canceled.to_message(&call.call);
             }
@@ -107,11 +117,19 @@ impl Turn {
 
     /// Ends a paused turn as cancelled: every waiting call is answered `canceled` (in
     /// events and history) and the batch is stored.
-    pub(crate) async fn cancel_waiting(&mut self, pending: PendingTurn) -> Result<TurnEnd, StoreError> {
+    pub(crate) async fn cancel_waiting(
+        &mut self,
+        pending: PendingTurn,
+    ) -> Result<TurnEnd, StoreError> {
         for &index in &pending.paused {
             if let Some(call) = pending.calls.get(index) {
                 self.runner
-                    .complete(&call.call, &ToolOutcome::Canceled, self.counters.iteration, Default::default())
+                    .complete(
+                        &call.call,
+                        &ToolOutcome::Canceled,
+                        self.counters.iteration,
+                        Default::default(),
+                    )
                     .await?;
             }
         }

@@ -24,11 +24,17 @@ pub(crate) enum StepEvent {
     /// Visible answer text.
     Text(String),
     /// Reasoning text of thought `id` (provider-scoped id).
-    ThoughtDelta { id: String, text: String },
+    ThoughtDelta {
+        id: String,
+        text: String,
+    },
     /// Thought `id` is finished.
     ThoughtEnd(ThoughtInfo),
     /// A tool call is complete and may start; `index` orders the batch.
-    Call { index: usize, spec: CallSpec },
+    Call {
+        index: usize,
+        spec: CallSpec,
+    },
     Usage(TokenUsage),
     /// Model output the protocol could not use (wire mode); told to the model afterwards.
     ProtocolError(String),
@@ -84,7 +90,11 @@ fn map_native(event: LlmEvent) -> Option<StepEvent> {
 /// A call whose arguments are not JSON: kept in history with empty arguments (providers
 /// require an object) and answered with an error quoting what the model sent.
 fn invalid_call(id: String, name: String, raw: String, error: &str) -> CallSpec {
-    let id = if id.is_empty() { new_tool_call_id() } else { id };
+    let id = if id.is_empty() {
+        new_tool_call_id()
+    } else {
+        id
+    };
     let quoted = truncate(&raw, MAX_QUOTED_ARGUMENTS);
     let message = if raw.trim().is_empty() {
         format!("the arguments of {name} were empty; send a JSON object matching the tool's schema")
@@ -115,9 +125,10 @@ fn truncate(text: &str, max: usize) -> String {
     format!("{}… ({} bytes in all)", &text[..end], text.len())
 }
 
-/// Runs the model's text through the wire protocol parser. When the parser stops (after
-/// `</execute>` or `<end>`) the provider stream is dropped, which aborts the request: what
-/// the model writes after a batch was written without seeing the results.
+/// Runs the model's text through the wire protocol parser. Once the parser stops (after
+/// `</execute>` or `<end>`) the stream is read on only for the call's usage and finish
+/// events; the first further text drops it, which aborts the request — what the model writes
+/// after a batch was written without seeing the results.
 pub(crate) fn wire(stream: LlmStream) -> StepSource {
     Box::pin(WireSource {
         stream: Some(stream),
@@ -129,6 +140,7 @@ pub(crate) fn wire(stream: LlmStream) -> StepSource {
         thought_text: String::new(),
         calls: 0,
         finish: None,
+        stopped: false,
         done: false,
     })
 }
@@ -145,6 +157,8 @@ struct WireSource {
     calls: usize,
     /// The provider's finish reason, when it got that far.
     finish: Option<String>,
+    /// The parser stopped; the stream is read on only for its usage and finish events.
+    stopped: bool,
     done: bool,
 }
 
@@ -186,16 +200,15 @@ impl WireSource {
                     if !content.is_empty() {
                         self.thought_text.push_str(&content);
                         let id = self.thought_id();
-                        self.queue.push_back(StepEvent::ThoughtDelta { id, text: content });
+                        self.queue
+                            .push_back(StepEvent::ThoughtDelta { id, text: content });
                     }
                     if truncated {
                         self.close_thought(true);
                     }
                 }
-                WireEvent::Respond { content, .. } => {
-                    if !content.is_empty() {
-                        self.queue.push_back(StepEvent::Text(content));
-                    }
+                WireEvent::Respond { content, .. } if !content.is_empty() => {
+                    self.queue.push_back(StepEvent::Text(content));
                 }
                 WireEvent::Call { content } => {
                     let call = ToolCall {
@@ -228,21 +241,27 @@ impl WireSource {
         self.scratch.extend(tail);
         self.drain_parser();
         self.close_thought(true);
-        let reason = reason.or_else(|| {
-            Some(if self.calls > 0 { FinishReason::ToolCalls } else { FinishReason::Stop })
-                .map(|r| r.as_str().to_string())
-        });
+        let reason = if self.calls > 0 {
+            Some(FinishReason::ToolCalls.as_str().to_string())
+        } else {
+            reason.or_else(|| Some(FinishReason::Stop.as_str().to_string()))
+        };
         self.queue.push_back(StepEvent::Finish(reason));
         self.done = true;
     }
 
     fn on_llm(&mut self, event: LlmEvent) {
         match event {
+            LlmEvent::TextDelta(_) if self.stopped => {
+                let reason = self.finish.take();
+                self.conclude(reason);
+            }
             LlmEvent::TextDelta(text) => {
                 self.parser.push_into(&text, &mut self.scratch);
                 self.drain_parser();
                 if self.parser.is_stopped() {
-                    self.conclude(None);
+                    self.stopped = true;
+                    self.close_thought(false);
                 }
             }
             LlmEvent::Finish { reason } => {
@@ -315,16 +334,38 @@ mod tests {
             text("em</think>\n<respond>Let me add.</respond><execute>[{\"name\":\"calculator\","),
             text("\"args\":{\"expression\":\"1+1\"}}]</execute> ignored"),
             text("never parsed"),
+            LlmEvent::Usage(TokenUsage {
+                input_tokens: 1,
+                output_tokens: 1,
+                total_tokens: 2,
+            }),
         ])))
         .await;
-        assert_eq!(events[0], StepEvent::ThoughtDelta { id: "think-1".into(), text: "add th".into() });
-        assert_eq!(events[1], StepEvent::ThoughtDelta { id: "think-1".into(), text: "em".into() });
-        assert!(matches!(&events[2], StepEvent::ThoughtEnd(info) if info.content == "add them" && !info.truncated));
+        assert_eq!(
+            events[0],
+            StepEvent::ThoughtDelta {
+                id: "think-1".into(),
+                text: "add th".into()
+            }
+        );
+        assert_eq!(
+            events[1],
+            StepEvent::ThoughtDelta {
+                id: "think-1".into(),
+                text: "em".into()
+            }
+        );
+        assert!(
+            matches!(&events[2], StepEvent::ThoughtEnd(info) if info.content == "add them" && !info.truncated)
+        );
         assert_eq!(events[3], StepEvent::Text("Let me add.".into()));
         match &events[4] {
             StepEvent::Call { index: 0, spec } => {
                 assert_eq!(spec.call.name, "calculator");
-                assert_eq!(spec.call.arguments, serde_json::json!({"expression": "1+1"}));
+                assert_eq!(
+                    spec.call.arguments,
+                    serde_json::json!({"expression": "1+1"})
+                );
                 assert!(spec.call.id.starts_with("call-"));
             }
             other => panic!("{other:?}"),
@@ -334,11 +375,36 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn wire_keeps_reading_after_a_batch_only_for_usage() {
+        let events = collect(wire(llm(vec![
+            LlmEvent::TextDelta("<execute>[{\"name\":\"x\"}]</execute>".into()),
+            LlmEvent::Finish {
+                reason: Some(FinishReason::Stop),
+            },
+            LlmEvent::Usage(TokenUsage {
+                input_tokens: 1,
+                output_tokens: 2,
+                total_tokens: 3,
+            }),
+        ])))
+        .await;
+        assert!(matches!(events[0], StepEvent::Call { .. }));
+        assert!(matches!(events[1], StepEvent::Usage(_)));
+        assert_eq!(events[2], StepEvent::Finish(Some("tool_calls".into())));
+    }
+
+    #[tokio::test]
     async fn wire_errors_are_reported_and_bare_text_is_an_answer() {
         let events = collect(wire(llm(vec![
             LlmEvent::TextDelta("<execute>[not json]</execute>Sorry.".into()),
-            LlmEvent::Usage(TokenUsage { input_tokens: 1, output_tokens: 2, total_tokens: 3 }),
-            LlmEvent::Finish { reason: Some(FinishReason::Stop) },
+            LlmEvent::Usage(TokenUsage {
+                input_tokens: 1,
+                output_tokens: 2,
+                total_tokens: 3,
+            }),
+            LlmEvent::Finish {
+                reason: Some(FinishReason::Stop),
+            },
         ])))
         .await;
         assert!(matches!(&events[0], StepEvent::ProtocolError(e) if !e.is_empty()));
@@ -350,7 +416,11 @@ mod tests {
     #[tokio::test]
     async fn native_invalid_arguments_become_an_answerable_call() {
         let events = collect(native(llm(vec![
-            LlmEvent::ToolCallStart { index: 0, id: "c1".into(), name: "calculator".into() },
+            LlmEvent::ToolCallStart {
+                index: 0,
+                id: "c1".into(),
+                name: "calculator".into(),
+            },
             LlmEvent::ToolCallInvalid {
                 index: 0,
                 id: "c1".into(),
@@ -358,14 +428,19 @@ mod tests {
                 raw_arguments: "{\"expression\": ".into(),
                 error: "EOF".into(),
             },
-            LlmEvent::Finish { reason: Some(FinishReason::ToolCalls) },
+            LlmEvent::Finish {
+                reason: Some(FinishReason::ToolCalls),
+            },
         ])))
         .await;
         match &events[0] {
             StepEvent::Call { spec, .. } => {
                 assert_eq!(spec.call.arguments, serde_json::json!({}));
                 assert!(spec.invalid.as_deref().unwrap().contains("not valid JSON"));
-                assert_eq!(spec.shown_arguments, Value::String("{\"expression\": ".into()));
+                assert_eq!(
+                    spec.shown_arguments,
+                    Value::String("{\"expression\": ".into())
+                );
             }
             other => panic!("{other:?}"),
         }

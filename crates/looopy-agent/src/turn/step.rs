@@ -11,7 +11,9 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use looopy_llm::{LlmError, ThoughtInfo};
-use looopy_protocol::event::{ContentComplete, ContentDelta, ThoughtStream, ThoughtType, Usage, Verbosity};
+use looopy_protocol::event::{
+    ContentComplete, ContentDelta, ThoughtStream, ThoughtType, Usage, Verbosity,
+};
 use looopy_protocol::{EventPayload, ReasoningBlock};
 use looopy_store::StoreError;
 
@@ -58,7 +60,10 @@ struct Step<'t> {
 }
 
 /// Runs one model call (already started as `source`) and its tool batch.
-pub(crate) async fn run_step(turn: &mut Turn, source: StepSource) -> Result<StepOutput, StoreError> {
+pub(crate) async fn run_step(
+    turn: &mut Turn,
+    source: StepSource,
+) -> Result<StepOutput, StoreError> {
     let batch_cancel = turn.cancel.child_token();
     let runner = ToolRunner {
         cancel: batch_cancel.clone(),
@@ -150,7 +155,9 @@ impl Step<'_> {
                 let index = self.turn.counters.next_thought_index();
                 self.turn
                     .emitter
-                    .emit(EventPayload::ThoughtStream(ThoughtStream::delta(thought_id, index, text)))
+                    .emit(EventPayload::ThoughtStream(ThoughtStream::delta(
+                        thought_id, index, text,
+                    )))
                     .await?;
             }
             StepEvent::ThoughtEnd(info) => {
@@ -195,7 +202,8 @@ impl Step<'_> {
     /// Emits a thought's closing event and keeps it with the message when it must be
     /// sent back later (signed provider blocks; every thought in wire mode).
     async fn close_thought(&mut self, info: ThoughtInfo) -> Result<(), StoreError> {
-        let thought_type = ThoughtType::from_name(info.thought_type.as_deref().unwrap_or("reasoning"));
+        let thought_type =
+            ThoughtType::from_name(info.thought_type.as_deref().unwrap_or("reasoning"));
         let verbosity = info
             .verbosity
             .as_deref()

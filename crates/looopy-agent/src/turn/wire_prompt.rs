@@ -141,7 +141,10 @@ mod tests {
         ];
         let turns = to_wire_messages(&history);
         let roles: Vec<Role> = turns.iter().map(|m| m.role).collect();
-        assert_eq!(roles, [Role::User, Role::Assistant, Role::User, Role::Assistant]);
+        assert_eq!(
+            roles,
+            [Role::User, Role::Assistant, Role::User, Role::Assistant]
+        );
         assert!(turns[1].content.contains("<think>use the tool</think>"));
         assert!(turns[1].content.contains("<execute>"));
         assert!(turns[1].content.contains("\"expression\":\"6*7\""));

@@ -1,6 +1,6 @@
 //! Shared helpers for the agent's integration tests: a real SQLite store in a temp dir, the
 //! scripted model, a few test tools, and event-log readers/normalisers.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod tools;
 
@@ -141,7 +141,10 @@ pub fn assert_well_formed(events: &[Event]) {
             _ => {}
         }
     }
-    assert!(open_tools.is_empty(), "tools never completed: {open_tools:?}");
+    assert!(
+        open_tools.is_empty(),
+        "tools never completed: {open_tools:?}"
+    );
 }
 
 /// The terminal pair of a finished turn.
@@ -170,7 +173,10 @@ pub fn assert_history_consistent(history: &[Message]) {
                 .take(ids.len())
                 .map(|r| r.tool_call_id.as_deref().unwrap_or("<not a tool result>"))
                 .collect();
-            assert_eq!(results, ids, "results of message {i} out of order or missing");
+            assert_eq!(
+                results, ids,
+                "results of message {i} out of order or missing"
+            );
             i += ids.len();
         } else {
             assert!(m.tool_call_id.is_none(), "orphan tool result at {i}");
@@ -203,7 +209,12 @@ impl IdNames {
         if let Some((_, name)) = self.seen.iter().find(|(seen, _)| seen == id) {
             return name.clone();
         }
-        let n = self.seen.iter().filter(|(s, _)| s.starts_with(prefix)).count() + 1;
+        let n = self
+            .seen
+            .iter()
+            .filter(|(s, _)| s.starts_with(prefix))
+            .count()
+            + 1;
         let name = format!("[{prefix}-{n}]");
         self.seen.push((id.to_string(), name.clone()));
         name

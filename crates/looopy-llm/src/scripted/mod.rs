@@ -48,8 +48,20 @@
 //!
 //! **Templates** in text and tool arguments: `{{user}}` (last user message),
 //! `{{last_tool_result}}` (content of the most recent tool message), `{{calculation}}` (the
-//! first arithmetic expression in the last user message). Values are inserted once and never
-//! expanded again; an unknown `{{name}}` is a load error.
+//! first arithmetic expression in the last user message). A missing value is the empty
+//! string. Values are inserted once and never expanded again; an unknown `{{name}}` is a load
+//! error.
+//!
+//! **Streaming details.** One thought splitter serves the whole response; it is flushed before
+//! each tool call, before `repeat_text` and at the end, so a thought left open there is closed
+//! with `truncated: true`. Thought ids without an `id` attribute are
+//! `thought-<messages>-<n>` (unique within a conversation, stable across runs). Unless a
+//! `usage` step says otherwise, an estimated [`crate::LlmEvent::Usage`] precedes `Finish`.
+//! Nothing is computed until the stream is first polled; pauses are `tokio::time::sleep`, so
+//! dropping the stream stops playback at once.
+//!
+//! **From Rust**, the same script is built with [`Script`], [`Turn`], [`Matcher`] and
+//! [`Response`], or with [`ScriptedProvider::from_responses`] for one unconditional turn.
 //!
 //! # Example
 //!

@@ -17,7 +17,9 @@ pub async fn collect(mut stream: LlmStream) -> Vec<Item> {
             items.push(item);
         }
     };
-    tokio::time::timeout(std::time::Duration::from_secs(20), drain).await.expect("stream did not end within 20 s");
+    tokio::time::timeout(std::time::Duration::from_secs(20), drain)
+        .await
+        .expect("stream did not end within 20 s");
     items
 }
 
@@ -52,7 +54,10 @@ pub fn error(items: &[Item]) -> Option<&LlmError> {
 /// the provider and are replaced by `<gen-N>` in order of first appearance, so runs compare
 /// equal and snapshots are stable.
 pub fn to_json(items: &[Item], source: &str) -> Value {
-    let mut ids = IdRedactor { source, seen: HashMap::new() };
+    let mut ids = IdRedactor {
+        source,
+        seen: HashMap::new(),
+    };
     Value::Array(items.iter().map(|item| item_json(item, &mut ids)).collect())
 }
 
@@ -67,15 +72,22 @@ impl IdRedactor<'_> {
             return id.to_string();
         }
         let next = self.seen.len() + 1;
-        self.seen.entry(id.to_string()).or_insert_with(|| format!("<gen-{next}>")).clone()
+        self.seen
+            .entry(id.to_string())
+            .or_insert_with(|| format!("<gen-{next}>"))
+            .clone()
     }
 }
 
 fn item_json(item: &Item, ids: &mut IdRedactor<'_>) -> Value {
     match item {
-        Err(error) => json!({"error": {"code": error.code(), "retryable": error.is_retryable(), "message": error.to_string()}}),
+        Err(error) => {
+            json!({"error": {"code": error.code(), "retryable": error.is_retryable(), "message": error.to_string()}})
+        }
         Ok(LlmEvent::TextDelta(text)) => json!({"text": text}),
-        Ok(LlmEvent::ReasoningDelta { id, text }) => json!({"reasoning": {"id": ids.id(id), "text": text}}),
+        Ok(LlmEvent::ReasoningDelta { id, text }) => {
+            json!({"reasoning": {"id": ids.id(id), "text": text}})
+        }
         Ok(LlmEvent::ReasoningEnd(info)) => json!({"reasoning_end": {
             "id": ids.id(&info.id),
             "content": info.content,
@@ -88,17 +100,27 @@ fn item_json(item: &Item, ids: &mut IdRedactor<'_>) -> Value {
         Ok(LlmEvent::ToolCallStart { index, id, name }) => {
             json!({"tool_start": {"index": index, "id": ids.id(id), "name": name}})
         }
-        Ok(LlmEvent::ToolCallDelta { id, arguments }) => json!({"tool_delta": {"id": ids.id(id), "arguments": arguments}}),
+        Ok(LlmEvent::ToolCallDelta { id, arguments }) => {
+            json!({"tool_delta": {"id": ids.id(id), "arguments": arguments}})
+        }
         Ok(LlmEvent::ToolCallComplete { index, call }) => json!({"tool_complete": {
             "index": index, "id": ids.id(&call.id), "name": call.name, "arguments": call.arguments,
         }}),
-        Ok(LlmEvent::ToolCallInvalid { index, id, name, raw_arguments, error }) => json!({"tool_invalid": {
+        Ok(LlmEvent::ToolCallInvalid {
+            index,
+            id,
+            name,
+            raw_arguments,
+            error,
+        }) => json!({"tool_invalid": {
             "index": index, "id": ids.id(id), "name": name, "raw_arguments": raw_arguments, "error": error,
         }}),
         Ok(LlmEvent::Usage(usage)) => json!({"usage": {
             "input": usage.input_tokens, "output": usage.output_tokens, "total": usage.total_tokens,
         }}),
-        Ok(LlmEvent::Finish { reason }) => json!({"finish": reason.as_ref().map(|r| r.as_str().to_string())}),
+        Ok(LlmEvent::Finish { reason }) => {
+            json!({"finish": reason.as_ref().map(|r| r.as_str().to_string())})
+        }
         Ok(other) => json!({"other": format!("{other:?}")}),
     }
 }

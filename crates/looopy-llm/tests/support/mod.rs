@@ -4,7 +4,8 @@
 //!
 //! Each connection serves one request (`Connection: close`); the n-th request gets the
 //! n-th reply, and the last reply repeats.
-#![allow(dead_code)]
+// Test scaffolding: a failed unwrap here is a failed test, which is what we want.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 pub mod events;
 
@@ -57,7 +58,10 @@ impl Reply {
     pub fn sse(body: impl AsRef<[u8]>) -> Self {
         Self {
             status: 200,
-            headers: vec![("content-type".into(), "text/event-stream".into()), ("cache-control".into(), "no-cache".into())],
+            headers: vec![
+                ("content-type".into(), "text/event-stream".into()),
+                ("cache-control".into(), "no-cache".into()),
+            ],
             parts: vec![Part::Bytes(body.as_ref().to_vec())],
             framing: Framing::Chunked,
             pace: Duration::ZERO,
@@ -67,7 +71,11 @@ impl Reply {
     /// An error status with a body (JSON when it looks like JSON).
     pub fn status(status: u16, body: impl AsRef<[u8]>) -> Self {
         let body = body.as_ref().to_vec();
-        let content_type = if body.first() == Some(&b'{') { "application/json" } else { "text/plain" };
+        let content_type = if body.first() == Some(&b'{') {
+            "application/json"
+        } else {
+            "text/plain"
+        };
         Self {
             status,
             headers: vec![("content-type".into(), content_type.into())],
@@ -78,7 +86,8 @@ impl Reply {
     }
 
     pub fn header(mut self, name: &str, value: &str) -> Self {
-        self.headers.push((name.to_ascii_lowercase(), value.to_string()));
+        self.headers
+            .push((name.to_ascii_lowercase(), value.to_string()));
         self
     }
 
@@ -170,7 +179,10 @@ pub struct Recorded {
 impl Recorded {
     pub fn header(&self, name: &str) -> Option<&str> {
         let name = name.to_ascii_lowercase();
-        self.headers.iter().find(|(k, _)| *k == name).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.as_str())
     }
 
     pub fn json(&self) -> serde_json::Value {
@@ -197,10 +209,18 @@ pub struct TestServer {
 impl TestServer {
     /// Starts serving `replies` on a free loopback port.
     pub async fn start(replies: Vec<Reply>) -> Self {
-        assert!(!replies.is_empty(), "a test server needs at least one reply");
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
+        assert!(
+            !replies.is_empty(),
+            "a test server needs at least one reply"
+        );
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind loopback");
         let addr = listener.local_addr().expect("local addr");
-        let shared = Arc::new(Shared { replies, ..Shared::default() });
+        let shared = Arc::new(Shared {
+            replies,
+            ..Shared::default()
+        });
         let accept_shared = shared.clone();
         let task = tokio::spawn(async move {
             while let Ok((socket, _)) = listener.accept().await {
@@ -233,7 +253,15 @@ impl TestServer {
     pub async fn wait_for_close(&self, conn: usize, within: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + within;
         loop {
-            if self.shared.closed.lock().unwrap().get(conn).copied().unwrap_or(false) {
+            if self
+                .shared
+                .closed
+                .lock()
+                .unwrap()
+                .get(conn)
+                .copied()
+                .unwrap_or(false)
+            {
                 return true;
             }
             if tokio::time::Instant::now() >= deadline {
@@ -380,7 +408,12 @@ async fn read_request(socket: &mut TcpStream) -> Option<Recorded> {
         body.extend_from_slice(&chunk[..n]);
     }
     body.truncate(length);
-    Some(Recorded { method, path, headers, body })
+    Some(Recorded {
+        method,
+        path,
+        headers,
+        body,
+    })
 }
 
 fn reason(status: u16) -> &'static str {

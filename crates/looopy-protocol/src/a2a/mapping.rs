@@ -21,6 +21,7 @@
 //! streamed chunks always agree. Status message ids are `<taskId>-status-<seq>`, stable
 //! across replays so a reconnecting client can de-duplicate.
 
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -103,7 +104,7 @@ pub fn to_v1(event: &Event, state: &mut MappingState) -> Vec<v1::StreamResponse>
     let ctx = Ctx {
         task_id: &event.task_id,
         context_id: &event.context_id,
-        timestamp: format_timestamp(event.timestamp),
+        at: event.timestamp,
         seq: event.seq,
     };
     let mut out = Vec::new();
@@ -227,7 +228,7 @@ fn announce(
             status: v1::TaskStatus {
                 state: new_state,
                 message,
-                timestamp: Some(ctx.timestamp.clone()),
+                timestamp: Some(ctx.timestamp()),
             },
             metadata,
         },
@@ -307,11 +308,16 @@ fn dataset_artifact(d: &DatasetWrite) -> v1::Artifact {
 struct Ctx<'a> {
     task_id: &'a str,
     context_id: &'a str,
-    timestamp: String,
+    at: DateTime<Utc>,
     seq: u64,
 }
 
 impl Ctx<'_> {
+    /// Formatted only for items that carry a status: most events are deltas, which do not.
+    fn timestamp(&self) -> String {
+        format_timestamp(self.at)
+    }
+
     fn initial_task(&self, state: &MappingState) -> v1::Task {
         let history = state.user_message.clone().map(|mut m| {
             m.context_id
@@ -325,7 +331,7 @@ impl Ctx<'_> {
             status: v1::TaskStatus {
                 state: v1::TaskState::Submitted,
                 message: None,
-                timestamp: Some(self.timestamp.clone()),
+                timestamp: Some(self.timestamp()),
             },
             artifacts: None,
             history,

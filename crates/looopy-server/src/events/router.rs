@@ -1,14 +1,19 @@
 //! The event router: one per server. It subscribes once to the event log's committed
-//! batches and fans each event out to the bounded buffers of the subscribers of its context.
+//! batches and fans them out to the bounded buffers of the subscribers of each context.
 //!
-//! Delivery never waits for a subscriber: `try_send` into its buffer, and a subscriber whose
-//! buffer is full is dropped from the router (its stream ends after draining what it has,
-//! and its connection is closed shortly after if it is not even being read). Nothing is
-//! lost: every event is durable before the router sees it, so the client resumes from the
-//! log with `Last-Event-ID`. The agent and the other subscribers never slow down.
+//! Delivery never waits for a subscriber. A subscriber receives, per committed batch, one
+//! shared reference to the batch and the range holding its context's events (so fan-out
+//! costs one queue push per batch and subscriber, not per event, and no copy). Its buffer
+//! is bounded in *events*: a subscriber that still has events queued and would go over
+//! `capacity` is dropped from the router — its stream ends after draining what it has, and
+//! its connection is closed shortly after if it is not even being read. A subscriber with
+//! an empty buffer always accepts the next batch, so one large group commit never cuts off
+//! a client that keeps up. Nothing is lost: every event is durable before the router sees
+//! it, so the client resumes from the log with `Last-Event-ID`. The agent and the other
+//! subscribers never slow down.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
@@ -42,6 +47,32 @@ pub struct LiveEvent {
     index: usize,
 }
 
+/// What a subscriber's buffer holds: one committed batch and the index range in which its
+/// context's `count` events lie (other contexts' events may be interleaved).
+pub(crate) struct LiveRun {
+    batch: Arc<SharedBatch>,
+    next: usize,
+    end: usize,
+    count: usize,
+}
+
+impl LiveRun {
+    /// Events of the run in order, `context_id`'s only.
+    pub(crate) fn next_event(&mut self, context_id: &str) -> Option<LiveEvent> {
+        while self.next < self.end {
+            let index = self.next;
+            self.next += 1;
+            if self.batch.events[index].context_id == context_id {
+                return Some(LiveEvent {
+                    batch: Arc::clone(&self.batch),
+                    index,
+                });
+            }
+        }
+        None
+    }
+}
+
 impl LiveEvent {
     /// The event.
     pub fn event(&self) -> &Event {
@@ -62,18 +93,11 @@ impl std::fmt::Debug for LiveEvent {
     }
 }
 
-/// What one subscriber wants, shared by its stream and its router slot.
+/// What one subscriber wants (the stream applies it to every event it reads).
 #[derive(Debug)]
 pub(crate) struct Subscription {
     pub(crate) filter: EventFilter,
     pub(crate) close: CloseRule,
-}
-
-impl Subscription {
-    /// Events the subscriber must see: those it receives, and those that end its stream.
-    fn wants(&self, event: &Event) -> bool {
-        self.filter.matches(event) || self.close.closes_after(event)
-    }
 }
 
 /// State shared between a router slot and the subscriber's stream.
@@ -81,18 +105,24 @@ impl Subscription {
 pub(crate) struct SlotStatus {
     lagged: AtomicBool,
     finished: AtomicBool,
+    /// Events pushed into the buffer and not yet taken out by the stream.
+    queued: AtomicUsize,
 }
 
 impl SlotStatus {
     pub(crate) fn lagged(&self) -> bool {
         self.lagged.load(Ordering::Acquire)
     }
+
+    /// The stream took a run out of its buffer.
+    pub(crate) fn taken(&self, run: &LiveRun) {
+        self.queued.fetch_sub(run.count, Ordering::AcqRel);
+    }
 }
 
 struct Slot {
     id: u64,
-    subscription: Arc<Subscription>,
-    tx: mpsc::Sender<LiveEvent>,
+    tx: mpsc::UnboundedSender<LiveRun>,
     status: Arc<SlotStatus>,
     conn: Option<ConnHandle>,
 }
@@ -136,10 +166,19 @@ impl Inner {
         if subscribers.is_empty() {
             return;
         }
+        // Where each context's events lie in the batch: (first, last + 1, count).
+        let mut runs: HashMap<&str, (usize, usize, usize)> = HashMap::new();
+        for (index, event) in batch.iter().enumerate() {
+            let run = runs
+                .entry(event.context_id.as_str())
+                .or_insert((index, index, 0));
+            run.1 = index + 1;
+            run.2 += 1;
+        }
         let mut shared: Option<Arc<SharedBatch>> = None;
         let mut delivered = 0u64;
-        for (index, event) in batch.iter().enumerate() {
-            let Some(slots) = subscribers.get_mut(event.context_id.as_str()) else {
+        for (context_id, (start, end, count)) in runs {
+            let Some(slots) = subscribers.get_mut(context_id) else {
                 continue;
             };
             let shared = shared.get_or_insert_with(|| {
@@ -151,31 +190,29 @@ impl Inner {
             let mut i = 0;
             while i < slots.len() {
                 let slot = &slots[i];
-                if !slot.subscription.wants(event) {
-                    i += 1;
+                let queued = slot.status.queued.load(Ordering::Acquire);
+                if queued > 0 && queued + count > self.capacity {
+                    tracing::debug!(%context_id, queued, "subscriber fell behind; disconnecting it");
+                    self.disconnected.fetch_add(1, Ordering::Relaxed);
+                    slots.swap_remove(i).disconnect_lagging();
                     continue;
                 }
-                let live = LiveEvent {
+                slot.status.queued.fetch_add(count, Ordering::AcqRel);
+                let run = LiveRun {
                     batch: Arc::clone(shared),
-                    index,
+                    next: start,
+                    end,
+                    count,
                 };
-                match slot.tx.try_send(live) {
-                    Ok(()) => {
-                        delivered += 1;
-                        i += 1;
-                    }
-                    Err(mpsc::error::TrySendError::Full(_)) => {
-                        tracing::debug!(context_id = %event.context_id, seq = event.seq, "subscriber fell behind; disconnecting it");
-                        self.disconnected.fetch_add(1, Ordering::Relaxed);
-                        slots.swap_remove(i).disconnect_lagging();
-                    }
-                    Err(mpsc::error::TrySendError::Closed(_)) => {
-                        slots.swap_remove(i);
-                    }
+                if slot.tx.send(run).is_ok() {
+                    delivered += count as u64;
+                    i += 1;
+                } else {
+                    slots.swap_remove(i); // the stream is gone
                 }
             }
             if slots.is_empty() {
-                subscribers.remove(event.context_id.as_str());
+                subscribers.remove(context_id);
             }
         }
         self.delivered.fetch_add(delivered, Ordering::Relaxed);
@@ -217,7 +254,7 @@ impl std::fmt::Debug for EventRouter {
 
 /// A subscriber's end: its live buffer, and its slot in the router, removed on drop.
 pub(crate) struct Registration {
-    pub(crate) rx: mpsc::Receiver<LiveEvent>,
+    pub(crate) rx: mpsc::UnboundedReceiver<LiveRun>,
     pub(crate) status: Arc<SlotStatus>,
     router: Arc<Inner>,
     context_id: Arc<str>,
@@ -241,7 +278,7 @@ impl Drop for Registration {
 
 impl EventRouter {
     /// Starts the router: one task reading `batches` until `stop` is cancelled or the log
-    /// closes. Each subscriber buffers up to `capacity` live events.
+    /// closes. Each subscriber buffers up to `capacity` live events (or one batch).
     pub fn start(
         batches: broadcast::Receiver<Batch>,
         capacity: usize,
@@ -261,13 +298,8 @@ impl EventRouter {
 
     /// Registers a subscriber of `context_id`. Live events are buffered from now on, so a
     /// caller that reads the log *after* registering misses nothing.
-    pub(crate) fn register(
-        &self,
-        context_id: Arc<str>,
-        subscription: Arc<Subscription>,
-        conn: Option<ConnHandle>,
-    ) -> Registration {
-        let (tx, rx) = mpsc::channel(self.inner.capacity);
+    pub(crate) fn register(&self, context_id: Arc<str>, conn: Option<ConnHandle>) -> Registration {
+        let (tx, rx) = mpsc::unbounded_channel();
         let status = Arc::new(SlotStatus::default());
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
         let mut subscribers = self.inner.lock();
@@ -276,7 +308,6 @@ impl EventRouter {
         if !self.inner.closed.load(Ordering::Acquire) {
             subscribers.entry(Arc::clone(&context_id)).or_default().push(Slot {
                 id,
-                subscription,
                 tx,
                 status: Arc::clone(&status),
                 conn,

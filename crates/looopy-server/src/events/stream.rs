@@ -21,7 +21,7 @@ use looopy_protocol::Event;
 use looopy_store::{Store, StoreError};
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
-use super::router::{LiveEvent, Registration, Subscription};
+use super::router::{LiveEvent, LiveRun, Registration, Subscription};
 use crate::limits::StreamPermit;
 use crate::sse::encode_event;
 
@@ -91,7 +91,8 @@ enum Phase {
         page: std::vec::IntoIter<Event>,
         exhausted: bool,
     },
-    Live,
+    /// Following the router; `run` is the batch being read.
+    Live { run: Option<LiveRun> },
 }
 
 /// Replay-then-live events of one context for one subscriber, filtered and closed as its
@@ -199,7 +200,7 @@ impl Stream for EventStream {
                         }
                     }
                     if *exhausted {
-                        this.phase = Phase::Live;
+                        this.phase = Phase::Live { run: None };
                         continue;
                     }
                     let pending = read.get_or_insert_with(|| {
@@ -226,22 +227,34 @@ impl Stream for EventStream {
                         }
                     }
                 }
-                Phase::Live => match this.registration.rx.poll_recv(cx) {
-                    Poll::Ready(Some(live)) => {
-                        if let Some(event) = this.consider(StreamedEvent::Live(live)) {
-                            return Poll::Ready(Some(event));
+                Phase::Live { run } => {
+                    if let Some(current) = run {
+                        match current.next_event(&this.context_id) {
+                            Some(live) => {
+                                match this.consider(StreamedEvent::Live(live)) {
+                                    Some(event) => return Poll::Ready(Some(event)),
+                                    None => continue,
+                                }
+                            }
+                            None => *run = None,
                         }
                     }
-                    Poll::Ready(None) => {
-                        let reason = if this.registration.status.lagged() {
-                            EndReason::Lagged
-                        } else {
-                            EndReason::LogClosed
-                        };
-                        return this.end(reason);
+                    match this.registration.rx.poll_recv(cx) {
+                        Poll::Ready(Some(next)) => {
+                            this.registration.status.taken(&next);
+                            *run = Some(next);
+                        }
+                        Poll::Ready(None) => {
+                            let reason = if this.registration.status.lagged() {
+                                EndReason::Lagged
+                            } else {
+                                EndReason::LogClosed
+                            };
+                            return this.end(reason);
+                        }
+                        Poll::Pending => return Poll::Pending,
                     }
-                    Poll::Pending => return Poll::Pending,
-                },
+                }
             }
         }
     }

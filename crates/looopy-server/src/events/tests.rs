@@ -40,9 +40,7 @@ impl Fixture {
     fn stream(&self, after_seq: u64, filter: EventFilter, close: CloseRule) -> EventStream {
         let context: Arc<str> = Arc::from("ctx");
         let subscription = Arc::new(Subscription { filter, close });
-        let registration = self
-            .router
-            .register(Arc::clone(&context), Arc::clone(&subscription), None);
+        let registration = self.router.register(Arc::clone(&context), None);
         EventStream::new(
             self.store.clone(),
             context,

@@ -13,7 +13,7 @@ use crate::events::{CloseRule, EventFilter, EventFrames};
 use crate::extract::{ApiJson, ApiPath, Connection, accepts_event_stream};
 use crate::limits::StreamPermit;
 use crate::sse::sse_response;
-use crate::state::StreamRequest;
+use crate::state::{StreamRequest, TurnStarted};
 use crate::{ApiError, AppState};
 
 #[derive(Debug, Deserialize)]
@@ -33,23 +33,13 @@ pub(crate) async fn post_message(
         return Err(ApiError::bad_request("empty_message", "message must not be empty"));
     }
     state.authorize_new_or_own_context(&principal, &context_id).await?;
-    if state.is_shutting_down() {
-        return Err(ApiError::shutting_down());
-    }
     // The stream slot is taken before the turn starts, so a 429 never leaves a turn
     // running that nobody asked to watch.
     let permit = accepts_event_stream(&headers)
         .then(|| state.acquire_stream(&principal))
         .transpose()?;
-    let handle = state
-        .agent()
-        .start_turn(&context_id, &body.message, principal.id())
-        .await?;
-    tracing::debug!(context_id = %handle.context_id, task_id = %handle.task_id, "turn started");
-    let (context_id, task_id, start_seq) =
-        (handle.context_id.clone(), handle.task_id.clone(), handle.start_seq);
-    state.track_turn(handle);
-    Ok(turn_response(&state, permit, conn, context_id, task_id, start_seq))
+    let started = state.start_turn(&principal, &context_id, &body.message).await?;
+    Ok(turn_response(&state, permit, conn, started))
 }
 
 /// 202 with the ids, or — when a stream permit was taken — the SSE stream of the task from
@@ -58,10 +48,13 @@ pub(crate) fn turn_response(
     state: &AppState,
     permit: Option<StreamPermit>,
     conn: Option<crate::ConnHandle>,
-    context_id: String,
-    task_id: String,
-    start_seq: u64,
+    started: TurnStarted,
 ) -> Response {
+    let TurnStarted {
+        context_id,
+        task_id,
+        start_seq,
+    } = started;
     match permit {
         None => (
             StatusCode::ACCEPTED,

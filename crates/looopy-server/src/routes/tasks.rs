@@ -103,20 +103,13 @@ pub(crate) async fn provide_input(
     if !is_valid_id(&body.input_id) {
         return Err(ApiError::invalid_id("inputId"));
     }
-    if state.is_shutting_down() {
-        return Err(ApiError::shutting_down());
-    }
     let permit = accepts_event_stream(&headers)
         .then(|| state.acquire_stream(&principal))
         .transpose()?;
-    let handle = state
-        .agent()
+    let started = state
         .provide_input(&task_id, &body.input_id, body.value)
         .await?;
-    let (context_id, task_id, start_seq) =
-        (handle.context_id.clone(), handle.task_id.clone(), handle.start_seq);
-    state.track_turn(handle);
-    Ok(turn_response(&state, permit, conn, context_id, task_id, start_seq))
+    Ok(turn_response(&state, permit, conn, started))
 }
 
 pub(crate) async fn cancel_task(

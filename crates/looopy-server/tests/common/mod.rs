@@ -11,6 +11,7 @@ use futures::StreamExt;
 use looopy_agent::tool::ToolRegistry;
 use looopy_agent::{Agent, AgentConfig};
 use looopy_llm::scripted::{Response, ScriptedProvider};
+use looopy_protocol::TaskState;
 use looopy_server::{AppState, ServerConfig};
 use looopy_store::Store;
 use looopy_stream::sse::{SseDecoder, SseEvent};
@@ -100,7 +101,9 @@ impl TestServer {
         body["taskId"].as_str().unwrap().to_string()
     }
 
-    /// Waits until the task's record is in `state`.
+    /// Waits until the task's record is in `state` and the event log holds the
+    /// event announcing it (`task-complete` for terminal states; the record may be written
+    /// a moment before the events are durable).
     pub async fn wait_state(&self, task: &str, state: &str) -> Value {
         within(&format!("task {task} reaching {state}"), async {
             loop {
@@ -112,7 +115,26 @@ impl TestServer {
                     .unwrap();
                 let body: Value = r.json().await.unwrap();
                 if body["state"] == state {
-                    return body;
+                    let context = body["contextId"].as_str().unwrap();
+                    let log = self
+                        .state
+                        .store()
+                        .event_log()
+                        .read_after(context, 0, 1_000_000)
+                        .await
+                        .unwrap();
+                    let terminal = TaskState::parse(state).is_some_and(TaskState::is_terminal);
+                    let logged = log.iter().any(|e| {
+                        e.task_id == task
+                            && if terminal {
+                                e.kind() == "task-complete"
+                            } else {
+                                e.payload.task_state().is_some_and(|s| s.as_str() == state)
+                            }
+                    });
+                    if logged {
+                        return body;
+                    }
                 }
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }

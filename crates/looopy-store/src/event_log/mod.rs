@@ -7,6 +7,7 @@
 //! There is no timer: an idle log commits a lone event at once, a busy one commits large
 //! batches, so a million deltas cost a few thousand transactions.
 
+mod checkpoint;
 mod read;
 mod tail;
 mod writer;
@@ -37,6 +38,9 @@ pub struct EventLogStats {
     pub events_rejected: u64,
     /// The most events committed in one transaction.
     pub largest_batch: u64,
+    /// Checkpoints the writer completed itself so the WAL could rewind (see
+    /// [`StoreOptions::wal_rewind_pages`]).
+    pub writer_checkpoints: u64,
 }
 
 #[derive(Default)]
@@ -45,6 +49,7 @@ pub(crate) struct Stats {
     events_committed: AtomicU64,
     events_rejected: AtomicU64,
     largest_batch: AtomicU64,
+    writer_checkpoints: AtomicU64,
 }
 
 impl Stats {
@@ -53,6 +58,10 @@ impl Stats {
         self.batches_committed.fetch_add(1, Ordering::Relaxed);
         self.events_committed.fetch_add(events, Ordering::Relaxed);
         self.largest_batch.fetch_max(events, Ordering::Relaxed);
+    }
+
+    fn writer_checkpoint(&self) {
+        self.writer_checkpoints.fetch_add(1, Ordering::Relaxed);
     }
 
     fn rejected(&self) {
@@ -65,12 +74,17 @@ impl Stats {
             events_committed: self.events_committed.load(Ordering::Relaxed),
             events_rejected: self.events_rejected.load(Ordering::Relaxed),
             largest_batch: self.largest_batch.load(Ordering::Relaxed),
+            writer_checkpoints: self.writer_checkpoints.load(Ordering::Relaxed),
         }
     }
 }
 
 /// What producers send the writer thread, in one queue so a flush is ordered after the
 /// appends that preceded it.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "appends are the hot path; boxing each event would cost an allocation apiece"
+)]
 pub(crate) enum Command {
     Append(Event),
     Flush(oneshot::Sender<Result<(), StoreError>>),
@@ -93,7 +107,10 @@ struct Shared {
     live: broadcast::WeakSender<Batch>,
     reader: Arc<Pool>,
     stats: Arc<Stats>,
-    #[allow(dead_code, reason = "held only for its Drop, which joins the writer thread")]
+    #[allow(
+        dead_code,
+        reason = "held only for its Drop, which joins the writer thread"
+    )]
     writer: WriterThread,
 }
 
@@ -124,11 +141,31 @@ impl EventLog {
         reader: Arc<Pool>,
         options: &StoreOptions,
     ) -> Result<EventLog, StoreError> {
+        let checkpointer = crate::db::open_connection(reader.path(), options.busy_timeout)
+            .map_err(|error| tracing::warn!(%error, "no checkpoint connection; checkpointing inside commits"))
+            .ok()
+            .and_then(|conn| {
+                checkpoint::Checkpointer::start(
+                    conn,
+                    options.wal_checkpoint_pages,
+                    options.wal_rewind_pages,
+                )
+            });
+        if checkpointer.is_some() {
+            conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+        }
         let (queue, commands) = mpsc::channel(options.queue_capacity.max(1));
         let (live, _) = broadcast::channel(options.broadcast_capacity.max(1));
         let weak_live = live.downgrade();
         let stats = Arc::new(Stats::default());
-        let writer = writer::Writer::new(conn, commands, live, Arc::clone(&stats), options.max_batch);
+        let writer = writer::Writer::new(
+            conn,
+            commands,
+            live,
+            Arc::clone(&stats),
+            options.max_batch,
+            checkpointer,
+        );
         let handle = std::thread::Builder::new()
             .name("looopy-event-log".into())
             .spawn(move || writer.run())
@@ -220,7 +257,12 @@ impl EventLog {
     ) -> impl Stream<Item = Result<Event, StoreError>> + Send + 'static {
         // Subscribe before the first read, so nothing committed after it can be missed.
         let live = self.subscribe();
-        tail::tail(Arc::clone(&self.shared.reader), live, context_id.to_string(), after_seq)
+        tail::tail(
+            Arc::clone(&self.shared.reader),
+            live,
+            context_id.to_string(),
+            after_seq,
+        )
     }
 
     /// Writer counters so far.

@@ -17,11 +17,15 @@ pub(super) async fn read_after(
         return Ok(Vec::new());
     }
     let context_id = context_id.to_string();
-    pool.run(move |conn| read_page(conn, &context_id, after_seq, limit)).await
+    pool.run(move |conn| read_page(conn, &context_id, after_seq, limit))
+        .await
 }
 
 /// The highest committed `seq` of `context_id`, 0 if none.
-pub(super) async fn last_seq(pool: &std::sync::Arc<Pool>, context_id: &str) -> Result<u64, StoreError> {
+pub(super) async fn last_seq(
+    pool: &std::sync::Arc<Pool>,
+    context_id: &str,
+) -> Result<u64, StoreError> {
     let context_id = context_id.to_string();
     pool.run(move |conn| {
         let max: Option<i64> = conn
@@ -42,7 +46,12 @@ fn read_page(
     let Ok(after) = i64::try_from(after_seq) else {
         return Ok(Vec::new());
     };
-    let limit = to_i64(u64::try_from(limit).unwrap_or(u64::MAX).min(i64::MAX as u64), "limit")?;
+    let limit = to_i64(
+        u64::try_from(limit)
+            .unwrap_or(u64::MAX)
+            .min(i64::MAX as u64),
+        "limit",
+    )?;
     let mut stmt = conn.prepare_cached(
         "SELECT seq, data FROM events WHERE context_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
     )?;

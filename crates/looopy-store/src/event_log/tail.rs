@@ -71,16 +71,26 @@ impl Tail {
             match self.phase {
                 Phase::Done => return None,
                 Phase::Replay => {
-                    let page =
-                        match super::read::read_after(&self.reader, &self.context_id, self.last, PAGE).await {
-                            Ok(page) => page,
-                            Err(error) => {
-                                self.phase = Phase::Done;
-                                return Some(Err(error));
-                            }
-                        };
+                    let page = match super::read::read_after(
+                        &self.reader,
+                        &self.context_id,
+                        self.last,
+                        PAGE,
+                    )
+                    .await
+                    {
+                        Ok(page) => page,
+                        Err(error) => {
+                            self.phase = Phase::Done;
+                            return Some(Err(error));
+                        }
+                    };
                     if page.len() < PAGE {
-                        self.phase = if self.closing { Phase::Done } else { Phase::Live };
+                        self.phase = if self.closing {
+                            Phase::Done
+                        } else {
+                            Phase::Live
+                        };
                     }
                     if let Some(last) = page.last() {
                         self.last = last.seq;

@@ -3,13 +3,15 @@
 //! broadcasts it and answers flushes — delivery always follows durability.
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::sync::Arc;
+
+use chrono::SecondsFormat;
 
 use looopy_protocol::Event;
 use rusqlite::{Connection, Transaction, TransactionBehavior, params};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
+use super::checkpoint::Checkpointer;
 use super::{Batch, Command, Stats};
 use crate::{RejectedEvent, StoreError};
 
@@ -33,7 +35,8 @@ pub(super) struct Writer {
     rejected_examples: Vec<RejectedEvent>,
     /// Reused serialization buffers: one allocation per batch, not per event.
     json: Vec<u8>,
-    ts: String,
+    /// Runs WAL checkpoints off the commit path (None: SQLite's automatic ones).
+    checkpointer: Option<Checkpointer>,
 }
 
 impl Writer {
@@ -43,6 +46,7 @@ impl Writer {
         live: broadcast::Sender<Batch>,
         stats: Arc<Stats>,
         max_batch: usize,
+        checkpointer: Option<Checkpointer>,
     ) -> Self {
         Self {
             conn,
@@ -54,7 +58,7 @@ impl Writer {
             rejected_count: 0,
             rejected_examples: Vec::new(),
             json: Vec::with_capacity(1024),
-            ts: String::with_capacity(32),
+            checkpointer,
         }
     }
 
@@ -77,12 +81,24 @@ impl Writer {
             if !flushes.is_empty() {
                 self.answer(flushes.drain(..));
             }
+            // Between transactions and after delivery, so no waiting event pays for it.
+            if let Some(checkpointer) = &mut self.checkpointer {
+                if checkpointer.catch_up_if_due(&self.conn) {
+                    self.stats.writer_checkpoint();
+                }
+            }
         }
         self.answer(closes.drain(..));
         tracing::debug!(stats = ?self.stats.snapshot(), "event-log writer stopped");
     }
 
-    fn take(&mut self, command: Command, events: &mut Vec<Event>, flushes: &mut Vec<Reply>, closes: &mut Vec<Reply>) {
+    fn take(
+        &mut self,
+        command: Command,
+        events: &mut Vec<Event>,
+        flushes: &mut Vec<Reply>,
+        closes: &mut Vec<Reply>,
+    ) {
         match command {
             Command::Append(event) => events.push(event),
             Command::Flush(reply) => flushes.push(reply),
@@ -149,7 +165,10 @@ impl Writer {
             None => self.stored_last_seq(&event.context_id)?,
         };
         if event.seq <= last {
-            return Err(format!("seq {} is not above the last seq {last} of this context", event.seq));
+            return Err(format!(
+                "seq {} is not above the last seq {last} of this context",
+                event.seq
+            ));
         }
         if let Some(slot) = self.last_seq.get_mut(&event.context_id) {
             *slot = event.seq;
@@ -187,17 +206,27 @@ impl Writer {
     /// One transaction for the whole batch. Returns the indices of events that could not
     /// be serialized (skipped, the rest committed).
     fn insert_batch(&mut self, events: &[Event]) -> rusqlite::Result<Vec<(usize, String)>> {
-        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let skipped = insert_rows(&tx, &mut self.json, &mut self.ts, events)?;
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let (skipped, bytes) = insert_rows(&tx, &mut self.json, events)?;
         tx.commit()?;
         let written = events.len() - skipped.len();
         if written > 0 {
             self.stats.committed(written);
         }
+        if let Some(checkpointer) = &mut self.checkpointer {
+            // Every transaction also rewrites at least a leaf page and its parent.
+            checkpointer.wrote(bytes + 2 * 4096);
+        }
         Ok(skipped)
     }
 
-    fn drop_unserializable(&mut self, events: Vec<Event>, skipped: Vec<(usize, String)>) -> Vec<Event> {
+    fn drop_unserializable(
+        &mut self,
+        events: Vec<Event>,
+        skipped: Vec<(usize, String)>,
+    ) -> Vec<Event> {
         if skipped.is_empty() {
             return events;
         }
@@ -245,16 +274,17 @@ impl Writer {
 }
 
 /// Inserts `events` with one cached statement, serializing each exactly once into `json`.
+/// Returns the events skipped as unserializable and the bytes written.
 fn insert_rows(
     tx: &Transaction<'_>,
     json: &mut Vec<u8>,
-    ts: &mut String,
     events: &[Event],
-) -> rusqlite::Result<Vec<(usize, String)>> {
+) -> rusqlite::Result<(Vec<(usize, String)>, u64)> {
     let mut stmt = tx.prepare_cached(
         "INSERT INTO events (context_id, seq, task_id, kind, ts, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     )?;
     let mut skipped = Vec::new();
+    let mut bytes = 0;
     for (index, event) in events.iter().enumerate() {
         json.clear();
         if let Err(e) = serde_json::to_writer(&mut *json, event) {
@@ -265,12 +295,25 @@ fn insert_rows(
             skipped.push((index, "serialized to invalid UTF-8".to_string()));
             continue;
         };
-        ts.clear();
         // Same shape as the event's own `timestamp` (RFC 3339, UTC, milliseconds).
-        let _ = write!(ts, "{}", event.timestamp.format("%Y-%m-%dT%H:%M:%S%.3fZ"));
+        let ts = event.timestamp.to_rfc3339_opts(SecondsFormat::Millis, true);
         // check_seq guaranteed the seq fits in an i64.
         let seq = i64::try_from(event.seq).unwrap_or(i64::MAX);
-        stmt.execute(params![event.context_id, seq, event.task_id, event.kind(), ts.as_str(), data])?;
+        let kind = event.kind();
+        stmt.execute(params![
+            event.context_id,
+            seq,
+            event.task_id,
+            kind,
+            ts,
+            data
+        ])?;
+        bytes += (data.len()
+            + event.context_id.len()
+            + event.task_id.len()
+            + kind.len()
+            + ts.len()
+            + 16) as u64;
     }
-    Ok(skipped)
+    Ok((skipped, bytes))
 }

@@ -118,12 +118,18 @@ impl Store {
                     });
                 }
                 let last: Option<i64> = tx
-                    .prepare_cached("SELECT MAX(position) FROM artifact_chunks WHERE artifact_id = ?1")?
+                    .prepare_cached(
+                        "SELECT MAX(position) FROM artifact_chunks WHERE artifact_id = ?1",
+                    )?
                     .query_row([&artifact_id], |row| row.get(0))?;
                 tx.prepare_cached(
                     "INSERT INTO artifact_chunks (artifact_id, position, data) VALUES (?1, ?2, ?3)",
                 )?
-                .execute(params![artifact_id, last.map_or(0, |p| p.saturating_add(1)), chunk])?;
+                .execute(params![
+                    artifact_id,
+                    last.map_or(0, |p| p.saturating_add(1)),
+                    chunk
+                ])?;
                 tx.commit()?;
                 Ok(())
             })
@@ -131,13 +137,18 @@ impl Store {
     }
 
     /// The artifact with its whole content, if it exists.
-    pub async fn get_artifact(&self, artifact_id: &str) -> Result<Option<ArtifactRecord>, StoreError> {
+    pub async fn get_artifact(
+        &self,
+        artifact_id: &str,
+    ) -> Result<Option<ArtifactRecord>, StoreError> {
         let artifact_id = artifact_id.to_string();
         self.pool()
             .run(move |conn| {
                 let tx = conn.transaction()?;
                 let found = tx
-                    .prepare_cached(&format!("SELECT {COLUMNS} FROM artifacts WHERE artifact_id = ?1"))?
+                    .prepare_cached(&format!(
+                        "SELECT {COLUMNS} FROM artifacts WHERE artifact_id = ?1"
+                    ))?
                     .query_row([&artifact_id], raw)
                     .optional()?;
                 found.map(|r| decode(&tx, r)).transpose()
@@ -146,7 +157,10 @@ impl Store {
     }
 
     /// A context's artifacts in creation order, each with its whole content.
-    pub async fn list_artifacts(&self, context_id: &str) -> Result<Vec<ArtifactRecord>, StoreError> {
+    pub async fn list_artifacts(
+        &self,
+        context_id: &str,
+    ) -> Result<Vec<ArtifactRecord>, StoreError> {
         let context_id = context_id.to_string();
         self.pool()
             .run(move |conn| {

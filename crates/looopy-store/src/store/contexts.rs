@@ -12,10 +12,18 @@ const COLUMNS: &str = "context_id, owner, title, created_at, updated_at";
 type RawContext = (String, Option<String>, Option<String>, String, String);
 
 fn raw(row: &rusqlite::Row<'_>) -> rusqlite::Result<RawContext> {
-    Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?))
+    Ok((
+        row.get(0)?,
+        row.get(1)?,
+        row.get(2)?,
+        row.get(3)?,
+        row.get(4)?,
+    ))
 }
 
-fn decode((context_id, owner, title, created, updated): RawContext) -> Result<ContextRecord, StoreError> {
+fn decode(
+    (context_id, owner, title, created, updated): RawContext,
+) -> Result<ContextRecord, StoreError> {
     let created_at = decode_time(&created, "contexts", &context_id, "created_at")?;
     let updated_at = decode_time(&updated, "contexts", &context_id, "updated_at")?;
     Ok(ContextRecord {
@@ -29,7 +37,9 @@ fn decode((context_id, owner, title, created, updated): RawContext) -> Result<Co
 
 fn select_one(conn: &Connection, context_id: &str) -> Result<Option<ContextRecord>, StoreError> {
     let raw = conn
-        .prepare_cached(&format!("SELECT {COLUMNS} FROM contexts WHERE context_id = ?1"))?
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM contexts WHERE context_id = ?1"
+        ))?
         .query_row([context_id], raw)
         .optional()?;
     raw.map(decode).transpose()
@@ -67,11 +77,16 @@ impl Store {
     /// The context, if it exists.
     pub async fn get_context(&self, context_id: &str) -> Result<Option<ContextRecord>, StoreError> {
         let context_id = context_id.to_string();
-        self.pool().run(move |conn| select_one(conn, &context_id)).await
+        self.pool()
+            .run(move |conn| select_one(conn, &context_id))
+            .await
     }
 
     /// Contexts, most recently active first; only `owner`'s when given, all when `None`.
-    pub async fn list_contexts(&self, owner: Option<&str>) -> Result<Vec<ContextRecord>, StoreError> {
+    pub async fn list_contexts(
+        &self,
+        owner: Option<&str>,
+    ) -> Result<Vec<ContextRecord>, StoreError> {
         let owner = owner.map(str::to_string);
         self.pool()
             .run(move |conn| {
@@ -94,7 +109,11 @@ impl Store {
     }
 
     /// Sets or clears a context's title.
-    pub async fn set_context_title(&self, context_id: &str, title: Option<&str>) -> Result<(), StoreError> {
+    pub async fn set_context_title(
+        &self,
+        context_id: &str,
+        title: Option<&str>,
+    ) -> Result<(), StoreError> {
         let context_id = context_id.to_string();
         let title = title.map(str::to_string);
         self.pool()

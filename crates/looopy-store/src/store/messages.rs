@@ -1,22 +1,29 @@
 //! Conversation history: the messages sent to the model, in order, one JSON row each.
 
-use rusqlite::{TransactionBehavior, params};
 use looopy_protocol::Message;
+use rusqlite::{TransactionBehavior, params};
 
 use super::Store;
 use super::contexts::touch;
-use crate::db::{decode_json, encode_json, to_u64};
 use crate::StoreError;
+use crate::db::{decode_json, encode_json, to_u64};
 
 impl Store {
     /// Appends messages to a context's history in one transaction: all of them or none.
     /// Bumps the context's `updated_at`.
-    pub async fn append_messages(&self, context_id: &str, messages: &[Message]) -> Result<(), StoreError> {
+    pub async fn append_messages(
+        &self,
+        context_id: &str,
+        messages: &[Message],
+    ) -> Result<(), StoreError> {
         if messages.is_empty() {
             return Ok(());
         }
         let context_id = context_id.to_string();
-        let encoded = messages.iter().map(encode_json).collect::<Result<Vec<_>, _>>()?;
+        let encoded = messages
+            .iter()
+            .map(encode_json)
+            .collect::<Result<Vec<_>, _>>()?;
         self.pool()
             .run(move |conn| {
                 let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -53,7 +60,10 @@ impl Store {
                 while let Some(row) = rows.next()? {
                     let position: i64 = row.get(0)?;
                     let data: String = row.get(1)?;
-                    let key = format!("{context_id}/{}", to_u64(position, "messages", &context_id)?);
+                    let key = format!(
+                        "{context_id}/{}",
+                        to_u64(position, "messages", &context_id)?
+                    );
                     messages.push(decode_json(&data, "messages", &key, "data")?);
                 }
                 Ok(messages)
@@ -62,9 +72,16 @@ impl Store {
     }
 
     /// Replaces a context's whole history in one transaction (e.g. after summarising it).
-    pub async fn replace_messages(&self, context_id: &str, messages: &[Message]) -> Result<(), StoreError> {
+    pub async fn replace_messages(
+        &self,
+        context_id: &str,
+        messages: &[Message],
+    ) -> Result<(), StoreError> {
         let context_id = context_id.to_string();
-        let encoded = messages.iter().map(encode_json).collect::<Result<Vec<_>, _>>()?;
+        let encoded = messages
+            .iter()
+            .map(encode_json)
+            .collect::<Result<Vec<_>, _>>()?;
         self.pool()
             .run(move |conn| {
                 let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;

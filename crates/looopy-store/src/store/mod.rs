@@ -28,6 +28,13 @@ pub struct StoreOptions {
     pub broadcast_capacity: usize,
     /// Idle connections kept for the async API (more are opened on demand).
     pub pooled_connections: usize,
+    /// WAL growth (pages, estimated) after which a background thread checkpoints it, off
+    /// the event-log writer's commit path.
+    pub wal_checkpoint_pages: u32,
+    /// WAL length (pages) at which the writer completes a checkpoint itself between two
+    /// batches so the WAL can rewind — one short pause (two fsyncs) per this many pages
+    /// under continuous load. 16,384 pages of 4 KiB is 64 MiB.
+    pub wal_rewind_pages: u32,
 }
 
 impl Default for StoreOptions {
@@ -38,6 +45,8 @@ impl Default for StoreOptions {
             max_batch: 2048,
             broadcast_capacity: 1024,
             pooled_connections: 4,
+            wal_checkpoint_pages: 1000,
+            wal_rewind_pages: 16_384,
         }
     }
 }
@@ -56,7 +65,9 @@ struct StoreInner {
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").field("path", &self.inner.path).finish_non_exhaustive()
+        f.debug_struct("Store")
+            .field("path", &self.inner.path)
+            .finish_non_exhaustive()
     }
 }
 

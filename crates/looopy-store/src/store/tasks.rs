@@ -15,7 +15,11 @@ const COLUMNS: &str =
 
 /// States a task can only be in while a process is actively working on it. A task found in
 /// one of them at startup was left behind by a process that died.
-const ORPHAN_STATES: [TaskState; 3] = [TaskState::Submitted, TaskState::Working, TaskState::WaitingSubtask];
+const ORPHAN_STATES: [TaskState; 3] = [
+    TaskState::Submitted,
+    TaskState::Working,
+    TaskState::WaitingSubtask,
+];
 
 struct RawTask {
     task_id: String,
@@ -118,11 +122,16 @@ impl Store {
     /// The task, if it exists.
     pub async fn get_task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
         let task_id = task_id.to_string();
-        self.pool().run(move |conn| select_one(conn, &task_id)).await
+        self.pool()
+            .run(move |conn| select_one(conn, &task_id))
+            .await
     }
 
     /// Tasks in creation order (oldest first); only one context's when given.
-    pub async fn list_tasks(&self, context_id: Option<&str>) -> Result<Vec<TaskRecord>, StoreError> {
+    pub async fn list_tasks(
+        &self,
+        context_id: Option<&str>,
+    ) -> Result<Vec<TaskRecord>, StoreError> {
         let context_id = context_id.map(str::to_string);
         self.pool()
             .run(move |conn| {

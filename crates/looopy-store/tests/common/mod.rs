@@ -40,6 +40,7 @@ pub fn open_temp_with(options: StoreOptions) -> (tempfile::TempDir, Store) {
 /// store's back.
 pub fn raw_connection(store: &Store) -> rusqlite::Connection {
     let conn = rusqlite::Connection::open(store.path()).unwrap();
-    conn.busy_timeout(std::time::Duration::from_secs(5)).unwrap();
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .unwrap();
     conn
 }

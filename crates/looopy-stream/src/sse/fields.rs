@@ -38,7 +38,14 @@ impl EventBuilder {
         };
         match name {
             b"data" => {
-                self.data.push_str(&lossy(value));
+                let value = lossy(value);
+                // The buffer is handed to the event at dispatch, so size the first line
+                // exactly: most events have one data line and then need no reallocation and
+                // no copy. (Later lines grow it geometrically, keeping appends amortised O(1).)
+                if self.data.is_empty() {
+                    self.data.reserve_exact(value.len() + 1);
+                }
+                self.data.push_str(&value);
                 self.data.push('\n');
             }
             b"event" => {
@@ -81,11 +88,9 @@ impl EventBuilder {
         };
         out.push(SseEvent {
             event,
-            // An exact-size copy; the buffer keeps its capacity for the next event.
-            data: self.data.as_str().to_owned(),
+            data: std::mem::take(&mut self.data),
             id: self.last_event_id.clone(),
         });
-        self.data.clear();
     }
 
     /// Whether fields of an undispatched event are buffered.

@@ -34,7 +34,7 @@ impl EntityDecoder {
                 }
                 continue;
             }
-            match memchr::memchr(b'&', &bytes[i..]) {
+            match super::splitter::find_byte(b'&', &bytes[i..]) {
                 Some(off) => {
                     out.push_str(&s[i..i + off]);
                     self.pending[0] = b'&';
@@ -47,6 +47,11 @@ impl EntityDecoder {
                 }
             }
         }
+    }
+
+    /// True when no partial reference is pending.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.len == 0
     }
 
     /// Writes a pending partial reference out literally (end of the value).

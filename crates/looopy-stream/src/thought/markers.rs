@@ -121,6 +121,8 @@ impl ThoughtSplitter {
             AttrKind::Other
         };
         self.value.clear();
+        self.value_start = self.held.len();
+        self.value_full = false;
         self.decoder.reset();
     }
 

@@ -1,7 +1,9 @@
 //! The splitter's state, its main loop, and the bulk paths: runs of text, thought body and
 //! attribute values, each found with one `memchr` so ordinary text costs almost nothing.
 
-use super::attrs::{AttrKind, AttrValues, TagScanner, non_empty, parse_confidence, unquoted_run};
+use super::attrs::{
+    AttrKind, AttrState, AttrValues, TagScanner, non_empty, parse_confidence, unquoted_run,
+};
 use super::entities::EntityDecoder;
 use super::names::{NameMatch, TagNames};
 use super::{SplitEvent, Thought, ThoughtConfig};
@@ -64,6 +66,11 @@ pub struct ThoughtSplitter {
     pub(super) attrs: AttrValues,
     /// Decoded text of the attribute value being read (when it is wanted).
     pub(super) value: String,
+    /// Where the raw text of the value being read starts in `held` (undecided tags are decoded
+    /// once, when the value ends, not chunk by chunk).
+    pub(super) value_start: usize,
+    /// A committed tag's metadata value reached the cap and was cut; the rest is skipped.
+    pub(super) value_full: bool,
     /// What the value being read is for; `Other` = skipped.
     pub(super) value_kind: AttrKind,
     pub(super) decoder: EntityDecoder,
@@ -93,6 +100,8 @@ impl ThoughtSplitter {
             scan: TagScanner::default(),
             attrs: AttrValues::default(),
             value: String::new(),
+            value_start: 0,
+            value_full: false,
             value_kind: AttrKind::Other,
             decoder: EntityDecoder::default(),
             pending_tag: 0,
@@ -120,18 +129,74 @@ impl ThoughtSplitter {
 
     /// Splits the next chunk, appending events to `out` (and extending its last event where
     /// possible, see the [module docs](super#event-batching)).
+    #[inline]
     pub fn push_into(&mut self, chunk: &str, out: &mut Vec<SplitEvent>) {
-        let len = chunk.len();
+        // Fast path for the common small chunk with no `<`: inlined into the caller, so a
+        // token-sized chunk costs little more than appending it.
+        if chunk.len() > 16 || !self.small_chunk(chunk, out) {
+            self.push_runs(chunk, out);
+        }
+    }
+
+    /// Handles a chunk of at most 16 bytes that continues the current run (text or body
+    /// without `<`, an attribute value without its closing quote); false if it does not.
+    #[inline(always)]
+    fn small_chunk(&mut self, chunk: &str, out: &mut Vec<SplitEvent>) -> bool {
+        // Branchless scan: cheaper than a `memchr` call for a handful of bytes.
+        let has = |needle: u8| chunk.bytes().fold(false, |seen, b| seen | (b == needle));
+        match self.state {
+            State::Text if !has(b'<') => emit_text(out, chunk),
+            State::Body if !has(b'<') => match self.open.as_mut() {
+                Some(open) => emit_delta(out, open, chunk),
+                None => return false,
+            },
+            State::OpenAttrs => match self.scan.state() {
+                // Undecided tag: value text is only held (decoded when the value ends).
+                AttrState::Quoted(q)
+                    if !has(q) && self.held.len() + chunk.len() <= self.cap =>
+                {
+                    self.held.push_str(chunk)
+                }
+                _ => return false,
+            },
+            State::Committed => match (self.scan.state(), self.open.as_mut()) {
+                (AttrState::Quoted(q), Some(open))
+                    if self.value_kind == AttrKind::Content
+                        && self.decoder.is_idle()
+                        && !has(q)
+                        && !has(b'&') =>
+                {
+                    emit_delta(out, open, chunk)
+                }
+                _ => return false,
+            },
+            _ => return false,
+        }
+        true
+    }
+
+    /// The general loop of [`push_into`](Self::push_into).
+    fn push_runs(&mut self, chunk: &str, out: &mut Vec<SplitEvent>) {
         let mut pos = 0;
-        while pos < len {
+        while pos < chunk.len() {
+            // Text and body runs are the hot path (chunks of a few bytes, many calls); keep them
+            // first and everything else out of line.
             pos = match self.state {
                 State::Text => self.text_run(chunk, pos, out),
                 State::Body => self.body_run(chunk, pos, out),
-                State::OpenAttrs | State::Committed if self.scan.state().in_value() => {
-                    self.value_run(chunk, pos, out)
-                }
-                _ => self.marker_byte(chunk.as_bytes()[pos], pos, out),
+                _ => self.marker_step(chunk, pos, out),
             };
+        }
+    }
+
+    /// One step in any state but `Text` and `Body`.
+    #[inline(never)]
+    fn marker_step(&mut self, chunk: &str, pos: usize, out: &mut Vec<SplitEvent>) -> usize {
+        let in_tag = matches!(self.state, State::OpenAttrs | State::Committed);
+        match chunk.as_bytes().get(pos) {
+            _ if in_tag && self.scan.state().in_value() => self.value_run(chunk, pos, out),
+            Some(b) => self.marker_byte(*b, pos, out),
+            None => chunk.len(),
         }
     }
 
@@ -168,8 +233,9 @@ impl ThoughtSplitter {
     }
 
     /// Outside thoughts: content up to the next `<`, which starts a marker.
+    #[inline]
     fn text_run(&mut self, chunk: &str, pos: usize, out: &mut Vec<SplitEvent>) -> usize {
-        match memchr::memchr(b'<', &chunk.as_bytes()[pos..]) {
+        match find_byte(b'<', &chunk.as_bytes()[pos..]) {
             Some(off) => {
                 emit_text(out, &chunk[pos..pos + off]);
                 self.start_marker();
@@ -183,8 +249,9 @@ impl ThoughtSplitter {
     }
 
     /// Inside a body: thought text up to the next `<`, which starts a marker.
+    #[inline]
     fn body_run(&mut self, chunk: &str, pos: usize, out: &mut Vec<SplitEvent>) -> usize {
-        let found = memchr::memchr(b'<', &chunk.as_bytes()[pos..]);
+        let found = find_byte(b'<', &chunk.as_bytes()[pos..]);
         let end = found.map_or(chunk.len(), |off| pos + off);
         if let Some(open) = self.open.as_mut() {
             emit_delta(out, open, &chunk[pos..end]);
@@ -211,7 +278,7 @@ impl ThoughtSplitter {
     fn value_run(&mut self, chunk: &str, pos: usize, out: &mut Vec<SplitEvent>) -> usize {
         let rest = &chunk.as_bytes()[pos..];
         let (run_len, delimiter) = match self.scan.state() {
-            super::attrs::AttrState::Quoted(q) => match memchr::memchr(q, rest) {
+            AttrState::Quoted(q) => match find_byte(q, rest) {
                 Some(n) => (n, Some(1)),
                 None => (rest.len(), None),
             },
@@ -227,10 +294,10 @@ impl ThoughtSplitter {
             let room = self.cap.saturating_sub(self.held.len());
             if run.len() > room {
                 let take = floor_char_boundary(run, room);
-                self.held_value_text(&run[..take]);
+                self.held.push_str(&run[..take]);
                 return self.overflow(pos + take, out);
             }
-            self.held_value_text(run);
+            self.held.push_str(run);
             if delimiter == Some(1) && self.held.len() >= self.cap {
                 return self.overflow(pos + run_len, out);
             }
@@ -238,20 +305,18 @@ impl ThoughtSplitter {
         let Some(delimiter_len) = delimiter else {
             return pos + run_len;
         };
+        self.finish_value(out);
         if delimiter_len == 1 && self.state != State::Committed {
             self.held.push(char::from(rest[run_len]));
         }
-        self.finish_value(out);
         self.scan.end_value();
         pos + run_len + delimiter_len
     }
 
-    /// Value text of an undecided tag: held raw, decoded if wanted.
-    fn held_value_text(&mut self, run: &str) {
-        self.held.push_str(run);
-        if self.value_kind != AttrKind::Other {
-            self.decoder.feed(run, &mut self.value);
-        }
+    /// Decodes the raw value text held since `value_start` onto `value`.
+    fn decode_held_value(&mut self) {
+        let raw = self.held.get(self.value_start..).unwrap_or_default();
+        self.decoder.feed(raw, &mut self.value);
     }
 
     /// Value text of a committed tag: content streams, other values are kept up to the cap.
@@ -259,13 +324,25 @@ impl ThoughtSplitter {
         match self.value_kind {
             AttrKind::Other => {}
             AttrKind::Content => {
-                self.decoder.feed(run, &mut self.value);
-                self.stream_value(out);
+                if self.decoder.is_idle() && find_byte(b'&', run.as_bytes()).is_none() {
+                    // Nothing to decode: stream the run as it is.
+                    if let Some(open) = self.open.as_mut() {
+                        emit_delta(out, open, run);
+                    }
+                } else {
+                    self.decoder.feed(run, &mut self.value);
+                    self.stream_value(out);
+                }
             }
-            _ if self.value.len() < self.cap => {
+            _ if !self.value_full => {
                 self.decoder.feed(run, &mut self.value);
-                let keep = floor_char_boundary(&self.value, self.cap);
-                self.value.truncate(keep);
+                if self.value.len() >= self.cap {
+                    // Cut once and stop, so the result does not depend on chunk sizes.
+                    let keep = floor_char_boundary(&self.value, self.cap);
+                    self.value.truncate(keep);
+                    self.value_full = true;
+                    self.decoder.reset();
+                }
             }
             _ => {}
         }
@@ -276,7 +353,12 @@ impl ThoughtSplitter {
         if self.value_kind == AttrKind::Other {
             return;
         }
-        self.decoder.flush(&mut self.value);
+        if self.state != State::Committed {
+            self.decode_held_value();
+        }
+        if !self.value_full {
+            self.decoder.flush(&mut self.value);
+        }
         if self.state == State::Committed && self.value_kind == AttrKind::Content {
             self.stream_value(out);
         } else {
@@ -319,6 +401,8 @@ impl ThoughtSplitter {
 
     /// Opens the thought of a tag that is still being read (see [`State::Committed`]).
     fn commit(&mut self, out: &mut Vec<SplitEvent>) {
+        // Decoded so far; a partial entity stays pending in the decoder and streams on.
+        self.decode_held_value();
         self.held.clear();
         self.open_thought(out);
         self.attrs.content = Some(String::new());
@@ -398,7 +482,19 @@ impl ThoughtSplitter {
     }
 }
 
+/// Position of `needle` in `haystack`. Model output often arrives a few bytes at a time, and
+/// for such short slices a plain loop beats `memchr`'s setup.
+#[inline]
+pub(super) fn find_byte(needle: u8, haystack: &[u8]) -> Option<usize> {
+    if haystack.len() < 16 {
+        haystack.iter().position(|b| *b == needle)
+    } else {
+        memchr::memchr(needle, haystack)
+    }
+}
+
 /// Appends content, extending a trailing `Text` event.
+#[inline(always)]
 pub(super) fn emit_text(out: &mut Vec<SplitEvent>, text: &str) {
     if text.is_empty() {
         return;
@@ -410,17 +506,38 @@ pub(super) fn emit_text(out: &mut Vec<SplitEvent>, text: &str) {
 }
 
 /// Appends thought text, extending a trailing delta of the same thought.
+#[inline]
 pub(super) fn emit_delta(out: &mut Vec<SplitEvent>, open: &mut OpenThought, text: &str) {
     if text.is_empty() {
         return;
     }
     open.content.push_str(text);
     match out.last_mut() {
-        Some(SplitEvent::ThoughtDelta { id, delta }) if *id == open.id => delta.push_str(text),
+        Some(SplitEvent::ThoughtDelta { id, delta }) if same_id(id, &open.id) => {
+            delta.push_str(text)
+        }
         _ => out.push(SplitEvent::ThoughtDelta {
             id: open.id.clone(),
             delta: text.to_owned(),
         }),
+    }
+}
+
+/// `a == b`, word-wise for short ids: this runs once per delta, and both a `memcmp` call and
+/// a byte loop cost more than the rest of a small delta.
+#[inline]
+fn same_id(a: &str, b: &str) -> bool {
+    fn word<const N: usize>(s: &[u8], at: usize) -> Option<[u8; N]> {
+        s.get(at..at + N).and_then(|w| w.try_into().ok())
+    }
+    let (a, b, n) = (a.as_bytes(), b.as_bytes(), a.len());
+    if n != b.len() {
+        return false;
+    }
+    match n {
+        4..=7 => word::<4>(a, 0) == word(b, 0) && word::<4>(a, n - 4) == word(b, n - 4),
+        8..=16 => word::<8>(a, 0) == word(b, 0) && word::<8>(a, n - 8) == word(b, n - 8),
+        _ => a == b,
     }
 }
 

@@ -1,6 +1,7 @@
 //! The `<execute>` body: scanning it with JSON-string awareness, and validating the batch.
 
 use super::WireCall;
+use super::markers::find_either;
 use serde_json::{Map, Value};
 
 /// Cap on an `<execute>` body. A larger body is reported once as an error and discarded
@@ -58,7 +59,7 @@ impl ExecuteBody {
                     at += 1;
                     continue;
                 }
-                match memchr::memchr2(b'"', b'\\', &bytes[at..]) {
+                match find_either(b'"', b'\\', &bytes[at..]) {
                     None => break,
                     Some(offset) => {
                         let found = at + offset;
@@ -71,7 +72,7 @@ impl ExecuteBody {
                     }
                 }
             } else {
-                match memchr::memchr2(b'"', b'<', &bytes[at..]) {
+                match find_either(b'"', b'<', &bytes[at..]) {
                     None => break,
                     Some(offset) => {
                         let found = at + offset;

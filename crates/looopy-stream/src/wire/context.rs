@@ -67,6 +67,24 @@ pub enum WireError {
 /// Round trip: [`from_messages`] gives the events back, except for content the protocol
 /// cannot carry: think text containing `</think>`, respond text containing `</respond>`,
 /// `<execute>` or `<end>`, and user text that is itself a `<results>` block.
+///
+/// ```
+/// use looopy_stream::wire::{ConversationEvent, Role, from_messages, to_messages};
+/// use serde_json::json;
+///
+/// let events = vec![
+///     ConversationEvent::User("What's in main.py?".into()),
+///     ConversationEvent::Call(serde_json::from_value(json!({"name": "read", "args": {"file": "main.py"}}))?),
+///     ConversationEvent::Result(json!({"tool": "read", "status": "success", "content": "print(1)"})),
+///     ConversationEvent::Respond("It prints 1.".into()),
+/// ];
+/// let turns = to_messages(&events);
+/// assert_eq!(turns[1].role, Role::Assistant);
+/// assert_eq!(turns[1].content, "<execute>\n[{\"name\":\"read\",\"args\":{\"file\":\"main.py\"}}]\n</execute>");
+/// assert!(turns[2].content.starts_with("<results>\n["));
+/// assert_eq!(from_messages(&turns)?, events);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn to_messages(events: &[ConversationEvent]) -> Vec<ChatTurn> {
     let mut turns = Vec::new();
     let mut assistant = AssistantTurn::default();

@@ -7,7 +7,7 @@
 
 use super::WireEvent;
 use super::batch::{ExecuteBody, Scan, parse_batch};
-use super::markers::{self, Held, Marker, Step};
+use super::markers::{self, Held, Marker, MarkerSet, Step};
 
 /// A bare-text whitespace run longer than this is emitted as it arrives instead of being
 /// held back (to drop it if a marker follows), so held whitespace stays bounded.
@@ -41,7 +41,7 @@ enum Mode {
 }
 
 impl Mode {
-    fn candidates(self) -> &'static [Marker] {
+    fn candidates(self) -> MarkerSet {
         match self {
             Mode::Outside | Mode::Stopped => markers::OUTSIDE,
             Mode::Think => markers::IN_THINK,
@@ -134,19 +134,19 @@ impl Machine {
             return match scan {
                 Scan::Consumed => "",
                 Scan::MarkerAt(at) => {
-                    self.held.push(b'<');
+                    self.held.start(markers::IN_EXECUTE);
                     &input[at + 1..]
                 }
             };
         }
-        match memchr::memchr(b'<', input.as_bytes()) {
+        match markers::find_lt(input.as_bytes()) {
             None => {
                 self.literal(input, sink);
                 ""
             }
             Some(at) => {
                 self.literal(&input[..at], sink);
-                self.held.push(b'<');
+                self.held.start(self.mode.candidates());
                 &input[at + 1..]
             }
         }
@@ -154,12 +154,10 @@ impl Machine {
 
     /// Extends a held partial marker byte by byte until it completes or fails.
     fn continue_marker<'a, S: Sink>(&mut self, input: &'a str, sink: &mut S) -> &'a str {
-        let candidates = self.mode.candidates();
         for (at, &byte) in input.as_bytes().iter().enumerate() {
-            match markers::step(candidates, self.held.as_bytes(), byte) {
-                Step::Partial => self.held.push(byte),
+            match self.held.step(byte) {
+                Step::Partial => {}
                 Step::Complete(marker) => {
-                    self.held.clear();
                     self.on_marker(marker, sink);
                     // `byte` is the marker's ASCII `>`, so `at + 1` is a char boundary.
                     return &input[at + 1..];
@@ -419,6 +417,9 @@ impl Sink for EventSink<'_> {
 #[derive(Debug)]
 pub struct WireParser {
     machine: Machine,
+    /// Length of the caller's `out` after the last push, when that push ended with a delta
+    /// of a block that is still open (so the next push may extend it in place).
+    open_tail: Option<usize>,
 }
 
 impl Default for WireParser {
@@ -431,6 +432,7 @@ impl WireParser {
     pub fn new() -> Self {
         Self {
             machine: Machine::new(true),
+            open_tail: None,
         }
     }
 
@@ -442,15 +444,24 @@ impl WireParser {
     }
 
     /// Feeds a text delta, appending the events it produced to `out`.
+    ///
+    /// If `out` still ends with the think/respond delta this parser appended in the previous
+    /// call (same length, block still open), new text of that block extends it in place
+    /// instead of adding an event: a consumer that drains `out` only now and then gets fewer,
+    /// larger deltas and far fewer allocations. Draining `out` after every call yields one
+    /// event per block per call.
     pub fn push_into(&mut self, chunk: &str, out: &mut Vec<WireEvent>) {
-        let mut sink = EventSink { out, open: false };
+        let open = self.open_tail == Some(out.len());
+        let mut sink = EventSink { out, open };
         self.machine.feed(chunk, &mut sink);
+        self.open_tail = sink.open.then_some(sink.out.len());
     }
 
     /// Ends the generation: releases a held partial marker as text, flags a block left open
     /// as `truncated`, parses an unclosed `<execute>` body if it is a valid batch (a stop
     /// sequence may have cut `</execute>`), and resets the parser for the next generation.
     pub fn finish(&mut self) -> Vec<WireEvent> {
+        self.open_tail = None;
         let mut out = Vec::new();
         let mut sink = EventSink {
             out: &mut out,

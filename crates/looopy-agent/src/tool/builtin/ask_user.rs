@@ -33,9 +33,10 @@ impl Tool for AskUser {
     async fn call(&self, args: AskUserArgs, ctx: ToolContext) -> Result<Value, ToolFailure> {
         match ctx.provided_input() {
             Some(answer) => Ok(answer.clone()),
-            None => Err(ctx.require_input(
-                InputRequest::clarification(args.question).require_user(true),
-            )),
+            None => {
+                Err(ctx
+                    .require_input(InputRequest::clarification(args.question).require_user(true)))
+            }
         }
     }
 }

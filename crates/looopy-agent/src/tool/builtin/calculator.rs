@@ -284,10 +284,19 @@ mod tests {
     fn errors_are_typed_and_explained() {
         assert_eq!(evaluate("1/0"), Err(CalcError::DivisionByZero));
         assert_eq!(evaluate("1%0"), Err(CalcError::DivisionByZero));
-        assert!(matches!(evaluate("1 +"), Err(CalcError::Syntax { position: 3, .. })));
+        assert!(matches!(
+            evaluate("1 +"),
+            Err(CalcError::Syntax { position: 3, .. })
+        ));
         assert!(matches!(evaluate("(1"), Err(CalcError::Syntax { .. })));
-        assert!(matches!(evaluate("1 2"), Err(CalcError::Syntax { position: 2, .. })));
-        assert!(matches!(evaluate("abc"), Err(CalcError::Syntax { position: 0, .. })));
+        assert!(matches!(
+            evaluate("1 2"),
+            Err(CalcError::Syntax { position: 2, .. })
+        ));
+        assert!(matches!(
+            evaluate("abc"),
+            Err(CalcError::Syntax { position: 0, .. })
+        ));
         assert!(matches!(evaluate(""), Err(CalcError::Syntax { .. })));
         assert!(matches!(evaluate("1e"), Err(CalcError::Syntax { .. })));
         assert!(matches!(evaluate("."), Err(CalcError::Syntax { .. })));
@@ -300,7 +309,7 @@ mod tests {
     #[test]
     fn large_and_fractional_results_keep_their_form() {
         assert_eq!(show("2^53"), "9007199254740992");
-        assert_eq!(show("2^60"), "1.152921504606847e18");
+        assert_eq!(show("2^60"), "1.152921504606847e+18");
         assert_eq!(show("-1.5"), "-1.5");
     }
 

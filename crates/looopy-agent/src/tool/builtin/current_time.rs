@@ -60,6 +60,9 @@ fn parse_zone(zone: Option<&str>) -> Result<Option<FixedOffset>, ToolFailure> {
         Some(b'-') => (-1, &zone[1..]),
         _ => return Err(unsupported()),
     };
+    if rest.is_empty() || !rest.bytes().all(|b| b.is_ascii_digit() || b == b':') {
+        return Err(unsupported());
+    }
     let (hours, minutes) = rest.split_once(':').unwrap_or((rest, "0"));
     let hours: i32 = hours.parse().map_err(|_| unsupported())?;
     let minutes: i32 = minutes.parse().map_err(|_| unsupported())?;

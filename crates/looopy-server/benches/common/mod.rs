@@ -1,0 +1,188 @@
+//! Shared pieces of the server benchmarks: a server in a child process (so its memory is
+//! measured alone), raw-socket SSE clients, and small statistics helpers.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use looopy_agent::tool::ToolRegistry;
+use looopy_agent::{Agent, AgentConfig};
+use looopy_llm::Provider;
+use looopy_server::ServerConfig;
+use looopy_store::Store;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Environment variable that makes a bench binary act as the server child.
+pub const SERVER_ROLE: &str = "LOOOPY_BENCH_SERVER";
+
+/// Builds an agent over a fresh store in `dir`.
+pub fn agent(dir: &std::path::Path, provider: Arc<dyn Provider>) -> Agent {
+    let store = Store::open(dir.join("bench.db")).expect("open store");
+    Agent::new(provider, store, ToolRegistry::builtin(), AgentConfig::default())
+}
+
+/// Runs a server on 127.0.0.1:0 in this process until stdin closes; prints `PORT <n>`.
+pub async fn run_server_child(provider: Arc<dyn Provider>, tweak: impl FnOnce(&mut ServerConfig)) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = ServerConfig {
+        addr: "127.0.0.1:0".parse().expect("addr"),
+        ..ServerConfig::default()
+    };
+    tweak(&mut config);
+    let server = looopy_server::bind(config, agent(dir.path(), provider))
+        .await
+        .expect("bind");
+    println!("PORT {}", server.local_addr().port());
+    let stdin_closed = async {
+        // The parent closes our stdin (or dies): stop.
+        let _ = tokio::task::spawn_blocking(|| {
+            let mut line = String::new();
+            while std::io::stdin().read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
+                line.clear();
+            }
+        })
+        .await;
+    };
+    server.serve(stdin_closed).await.expect("serve");
+}
+
+/// The server child process.
+pub struct ServerChild {
+    pub child: Child,
+    pub addr: SocketAddr,
+}
+
+impl ServerChild {
+    /// Re-executes this bench binary as the server and waits for its port.
+    pub fn spawn() -> Self {
+        let exe = std::env::current_exe().expect("current exe");
+        let mut child = Command::new(exe)
+            .env(SERVER_ROLE, "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn server child");
+        let stdout = child.stdout.take().expect("child stdout");
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).expect("read port");
+        let port: u16 = line
+            .trim()
+            .strip_prefix("PORT ")
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("unexpected child output {line:?}"));
+        Self {
+            child,
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+        }
+    }
+
+    /// Resident memory of the server process, in KiB (VmRSS).
+    pub fn rss_kib(&self) -> u64 {
+        rss_kib_of(&format!("/proc/{}/status", self.child.id()))
+    }
+
+    pub fn stop(mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+pub fn rss_kib_of(path: &str) -> u64 {
+    let status = std::fs::read_to_string(path).expect("read /proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS")
+}
+
+/// The soft limit on open files, from /proc/self/limits.
+pub fn open_files_limit() -> u64 {
+    std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("Max open files"))
+                .and_then(|l| l.split_whitespace().nth(3).and_then(|v| v.parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
+/// A plain HTTP/1.1 request; the response body is read raw.
+pub async fn http(addr: SocketAddr, method: &str, path: &str, headers: &str, body: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).await.expect("connect");
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: bench\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{headers}\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).await.expect("write");
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).await.expect("read");
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (status, body)
+}
+
+/// Starts a turn; returns the task id.
+pub async fn start_turn(addr: SocketAddr, context: &str, message: &str) -> String {
+    let body = serde_json::json!({ "message": message }).to_string();
+    let (status, text) = http(addr, "POST", &format!("/v1/contexts/{context}/messages"), "", &body).await;
+    assert_eq!(status, 202, "{text}");
+    let v: serde_json::Value = serde_json::from_str(&text).expect("json");
+    v["taskId"].as_str().expect("taskId").to_string()
+}
+
+/// Polls until the task is in a terminal state.
+pub async fn wait_done(addr: SocketAddr, task: &str) {
+    loop {
+        let (_, text) = http(addr, "GET", &format!("/v1/tasks/{task}"), "", "").await;
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        if matches!(v["state"].as_str(), Some("completed" | "failed" | "canceled")) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Opens a raw SSE connection and waits for the response head and the `retry` frame.
+pub async fn open_stream(addr: SocketAddr, path: &str, last_event_id: Option<u64>) -> TcpStream {
+    let mut s = TcpStream::connect(addr).await.expect("connect");
+    s.set_nodelay(true).ok();
+    let last = last_event_id
+        .map(|id| format!("Last-Event-ID: {id}\r\n"))
+        .unwrap_or_default();
+    let req = format!("GET {path} HTTP/1.1\r\nHost: bench\r\nAccept: text/event-stream\r\n{last}\r\n");
+    s.write_all(req.as_bytes()).await.expect("write");
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !contains(&seen, b"retry: ") {
+        let n = s.read(&mut buf).await.expect("read head");
+        assert!(n > 0, "stream closed early: {}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+    assert!(seen.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&seen));
+    s
+}
+
+pub fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// The p-th percentile (0–100) of sorted samples.
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}

@@ -1,0 +1,492 @@
+//! The A2A operations, independent of the protocol version: they take and return v1.0
+//! types (v0.3 calls are converted at the edge, in [`super::rpc`]) and reuse the server's
+//! shared checks — ownership, stream permits, turn tracking — from [`AppState`].
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use axum::response::Response;
+use futures::StreamExt;
+use looopy_protocol::a2a::{
+    ErrorKind, MappingState, ProtocolVersion, RequestId, UserInput, task_state_from_v1, task_to_v1, v1,
+};
+use looopy_protocol::ids::{is_valid_id, new_context_id};
+use looopy_protocol::{Event, TaskState};
+use looopy_store::TaskRecord;
+use serde_json::Value;
+
+use super::error::RpcError;
+use super::snapshot::{Folded, fold_context, histories, pending_input_id, snapshot};
+use super::stream::A2aFrames;
+use crate::auth::Principal;
+use crate::events::{CloseRule, EventFilter};
+use crate::sse::sse_response;
+use crate::state::{StreamRequest, TurnStarted};
+use crate::{AppState, ConnHandle};
+
+/// How long `CancelTask` waits for a running turn to record its cancellation before
+/// answering with the task as it is.
+const CANCEL_WAIT: Duration = Duration::from_secs(10);
+
+/// Everything a call needs to know about who is calling and how to answer.
+pub(crate) struct Caller {
+    pub(crate) state: AppState,
+    pub(crate) principal: Principal,
+    pub(crate) conn: Option<ConnHandle>,
+    pub(crate) version: ProtocolVersion,
+    pub(crate) id: RequestId,
+}
+
+/// A `SendMessage`/`message/send` (or streaming) request, version-neutral.
+pub(crate) struct SendParams {
+    /// The client's message, as v1.0 (the history of the task's first item).
+    pub(crate) message: v1::Message,
+    pub(crate) input: UserInput,
+    pub(crate) history_length: Option<usize>,
+    /// Answer at once instead of waiting for the task to settle.
+    pub(crate) return_immediately: bool,
+}
+
+/// A started or resumed task.
+struct Begun {
+    started: TurnStarted,
+    /// Set when an input-waiting task was resumed (its stream starts with a snapshot).
+    resumed: bool,
+}
+
+/// A client-supplied task id that is not even well-formed names no task.
+async fn authorize_task(caller: &Caller, task_id: &str) -> Result<TaskRecord, RpcError> {
+    if !is_valid_id(task_id) {
+        return Err(RpcError::task_not_found(task_id));
+    }
+    Ok(caller.state.authorize_task(&caller.principal, task_id).await?)
+}
+
+/// The text a new turn starts with: the message's text, then its data parts as JSON.
+fn turn_text(input: &UserInput) -> String {
+    let mut text = input.text.clone();
+    for data in &input.data {
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        text.push_str(&data.to_string());
+    }
+    text
+}
+
+/// The answer to an input request: the data part when the message is only data (a form
+/// answer), otherwise the text.
+fn input_value(input: &UserInput) -> Value {
+    match input.data.as_slice() {
+        [one] if input.text.trim().is_empty() => one.clone(),
+        [] => Value::String(input.text.clone()),
+        _ if input.text.trim().is_empty() => Value::Array(input.data.clone()),
+        _ => Value::String(turn_text(input)),
+    }
+}
+
+/// Starts a turn for the message, or — when it names a task waiting for input — answers
+/// that input and resumes the task.
+async fn begin(caller: &Caller, params: &SendParams) -> Result<Begun, RpcError> {
+    let input = &params.input;
+    if !input.files.is_empty() {
+        return Err(RpcError::new(
+            ErrorKind::ContentTypeNotSupported,
+            "Incompatible content types: this agent accepts text and data parts, not files",
+        ));
+    }
+    let Some(task_id) = &input.task_id else {
+        let context_id = input.context_id.clone().unwrap_or_else(new_context_id);
+        caller
+            .state
+            .authorize_new_or_own_context(&caller.principal, &context_id)
+            .await?;
+        let started = caller
+            .state
+            .start_turn(&caller.principal, &context_id, &turn_text(input))
+            .await?;
+        return Ok(Begun { started, resumed: false });
+    };
+    let record = authorize_task(caller, task_id).await?;
+    if input.context_id.as_ref().is_some_and(|c| *c != record.context_id) {
+        return Err(RpcError::invalid_params(format_args!(
+            "task {task_id} belongs to another context than message.contextId"
+        )));
+    }
+    if record.state.is_terminal() {
+        return Err(RpcError::unsupported(format_args!(
+            "task {task_id} is {} and accepts no more messages",
+            record.state
+        )));
+    }
+    let input_id = match (record.state, pending_input_id(&record)) {
+        (TaskState::WaitingInput, Some(input_id)) => input_id,
+        (state, _) => {
+            return Err(RpcError::unsupported(format_args!(
+                "task {task_id} is {state}, not waiting for input; wait for it to finish or cancel it"
+            )));
+        }
+    };
+    let started = caller
+        .state
+        .provide_input(task_id, &input_id, input_value(input))
+        .await?;
+    Ok(Begun { started, resumed: true })
+}
+
+/// `SendMessage` / `message/send`: the task once it is terminal or interrupted (or at once
+/// with `returnImmediately`).
+pub(crate) async fn send(caller: &Caller, params: SendParams) -> Result<v1::Task, RpcError> {
+    let begun = begin(caller, &params).await?;
+    let TurnStarted {
+        context_id,
+        task_id,
+        start_seq,
+    } = begun.started;
+    if !params.return_immediately {
+        let settled = CloseRule::TaskSettled(task_id.clone());
+        wait_for(caller, &context_id, start_seq, None, move |e| settled.closes_after(e)).await;
+    }
+    task_now(caller, &context_id, &task_id, params.history_length).await
+}
+
+/// `SendStreamingMessage` / `message/stream`: the task's items as SSE.
+pub(crate) async fn send_streaming(caller: &Caller, params: SendParams) -> Result<Response, RpcError> {
+    // The stream slot is taken first, so a refusal never leaves a turn nobody watches.
+    let permit = caller.state.acquire_stream(&caller.principal)?;
+    let begun = begin(caller, &params).await?;
+    let TurnStarted {
+        context_id,
+        task_id,
+        start_seq,
+    } = begun.started;
+    let (mapping, first) = if begun.resumed {
+        // The stream starts with the task as of the resumption, then its new events.
+        let fold = fold_context(caller.state.store(), &context_id, &[&task_id], Some(start_seq)).await?;
+        let record = caller.state.store().get_task(&task_id).await?;
+        let record = record.ok_or_else(|| RpcError::task_not_found(&task_id))?;
+        let mut snap = snapshot(&record, fold.tasks.get(&task_id), Vec::new());
+        snap.state = TaskState::Working;
+        snap.status_message = None;
+        let mapping = MappingState::from_snapshot(&snap);
+        (mapping, Some(task_to_v1(&snap, params.history_length)))
+    } else {
+        let mapping = MappingState::new(task_id.clone()).with_user_message(params.message);
+        (mapping, None)
+    };
+    let events = caller.state.open_stream(
+        permit,
+        caller.conn.clone(),
+        task_stream(context_id, task_id, start_seq),
+    );
+    let mut frames = A2aFrames::new(events, mapping, caller.version, caller.id.clone());
+    if let Some(task) = first {
+        frames = frames.starting_with(v1::StreamResponse::Task(task));
+    }
+    Ok(sse(caller, frames))
+}
+
+/// `SubscribeToTask` / `tasks/resubscribe`: the task as it is now, then its events until it
+/// settles. A terminal task has nothing to follow (unsupported operation).
+pub(crate) async fn subscribe(caller: &Caller, task_id: &str) -> Result<Response, RpcError> {
+    let record = authorize_task(caller, task_id).await?;
+    let context_id = record.context_id.clone();
+    let fold = fold_context(caller.state.store(), &context_id, &[task_id], None).await?;
+    let history = histories(caller.state.store(), &context_id).await?.remove(task_id);
+    let snap = snapshot(&record, fold.tasks.get(task_id), history.unwrap_or_default());
+    if snap.state.is_terminal() {
+        return Err(RpcError::unsupported(format_args!(
+            "task {task_id} is {} and will not change any more; use GetTask",
+            snap.state
+        )));
+    }
+    let permit = caller.state.acquire_stream(&caller.principal)?;
+    let events = caller.state.open_stream(
+        permit,
+        caller.conn.clone(),
+        task_stream(context_id, task_id.to_owned(), fold.last_seq),
+    );
+    let frames = A2aFrames::new(
+        events,
+        MappingState::from_snapshot(&snap),
+        caller.version,
+        caller.id.clone(),
+    )
+    .starting_with(v1::StreamResponse::Task(task_to_v1(&snap, None)));
+    Ok(sse(caller, frames))
+}
+
+fn task_stream(context_id: String, task_id: String, after_seq: u64) -> StreamRequest {
+    StreamRequest {
+        context_id,
+        after_seq,
+        filter: EventFilter {
+            task_id: Some(task_id.clone()),
+            kinds: None,
+            include_internal: false,
+        },
+        close: CloseRule::TaskSettled(task_id),
+    }
+}
+
+fn sse(caller: &Caller, frames: A2aFrames) -> Response {
+    let config = caller.state.config();
+    sse_response(frames, config.keepalive, config.retry)
+}
+
+/// `GetTask` / `tasks/get`.
+pub(crate) async fn get(caller: &Caller, task_id: &str, history_length: Option<usize>) -> Result<v1::Task, RpcError> {
+    let record = authorize_task(caller, task_id).await?;
+    task_now(caller, &record.context_id, task_id, history_length).await
+}
+
+/// `CancelTask` / `tasks/cancel`: cancels, waits (briefly) for the cancellation to be
+/// recorded, and answers with the task.
+pub(crate) async fn cancel(caller: &Caller, task_id: &str) -> Result<v1::Task, RpcError> {
+    let record = authorize_task(caller, task_id).await?;
+    if record.state.is_terminal() {
+        return Err(RpcError::from(looopy_protocol::a2a::JsonRpcError::task_not_cancelable(task_id)));
+    }
+    let context_id = record.context_id.clone();
+    let before = caller.state.store().event_log().last_seq(&context_id).await?;
+    if let Err(error) = caller.state.agent().cancel(task_id).await {
+        return Err(match error {
+            looopy_agent::AgentError::NotRunning { .. } => {
+                looopy_protocol::a2a::JsonRpcError::task_not_cancelable(task_id).into()
+            }
+            other => crate::ApiError::from(other).into(),
+        });
+    }
+    let task = task_id.to_owned();
+    wait_for(caller, &context_id, before, Some(CANCEL_WAIT), move |e| {
+        e.task_id == task && matches!(e.payload, looopy_protocol::EventPayload::TaskComplete(_))
+    })
+    .await;
+    task_now(caller, &context_id, task_id, None).await
+}
+
+/// Follows the context's log after `after_seq` until `done` holds for an event, the
+/// server shuts down, or `limit` passes. Uses the log's own tail (no stream permit): a
+/// blocking call must not be refused because the caller has streams open.
+async fn wait_for(
+    caller: &Caller,
+    context_id: &str,
+    after_seq: u64,
+    limit: Option<Duration>,
+    done: impl Fn(&Event) -> bool,
+) {
+    let mut tail = std::pin::pin!(caller.state.store().event_log().tail(context_id, after_seq));
+    let follow = async {
+        while let Some(next) = tail.next().await {
+            match next {
+                Ok(event) if done(&event) => return,
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::warn!(%error, %context_id, "following the event log failed");
+                    return;
+                }
+            }
+        }
+    };
+    let limited = async {
+        match limit {
+            Some(limit) => {
+                let _ = tokio::time::timeout(limit, follow).await;
+            }
+            None => follow.await,
+        }
+    };
+    tokio::select! {
+        () = limited => {}
+        () = caller.state.shutdown_signal() => {}
+    }
+}
+
+/// The task as the log says it is now.
+async fn task_now(
+    caller: &Caller,
+    context_id: &str,
+    task_id: &str,
+    history_length: Option<usize>,
+) -> Result<v1::Task, RpcError> {
+    let store = caller.state.store();
+    let record = store
+        .get_task(task_id)
+        .await?
+        .ok_or_else(|| RpcError::task_not_found(task_id))?;
+    let fold = fold_context(store, context_id, &[task_id], None).await?;
+    let history = histories(store, context_id).await?.remove(task_id);
+    let snap = snapshot(&record, fold.tasks.get(task_id), history.unwrap_or_default());
+    Ok(task_to_v1(&snap, history_length))
+}
+
+/// `ListTasks` (v1.0 only): the caller's top-level tasks, most recently updated first,
+/// with cursor pagination (`<updated-at millis>:<taskId>` of the last task of a page).
+pub(crate) async fn list(caller: &Caller, request: v1::ListTasksRequest) -> Result<v1::ListTasksResponse, RpcError> {
+    let store = caller.state.store();
+    let visible: Vec<String> = match &request.context_id {
+        Some(context_id) if !context_id.is_empty() => {
+            match caller.state.authorize_context(&caller.principal, context_id).await {
+                Ok(context) => vec![context.context_id],
+                Err(e) if matches!(e.status().as_u16(), 400 | 404) => Vec::new(),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        _ => store
+            .list_contexts(caller.principal.id())
+            .await?
+            .into_iter()
+            .map(|c| c.context_id)
+            .collect(),
+    };
+    let state_filter = request.state_filter().and_then(task_state_from_v1);
+    let after = match request.status_timestamp_after.as_deref().filter(|s| !s.is_empty()) {
+        Some(t) => Some(
+            chrono::DateTime::parse_from_rfc3339(t)
+                .map_err(|e| RpcError::invalid_params(format_args!("statusTimestampAfter: {e}")))?
+                .timestamp_millis(),
+        ),
+        None => None,
+    };
+    let cursor = match request.page_token.as_deref().filter(|s| !s.is_empty()) {
+        Some(token) => Some(parse_cursor(token)?),
+        None => None,
+    };
+    let mut tasks: Vec<TaskRecord> = Vec::new();
+    let single = visible.len() == 1;
+    if visible.is_empty() {
+        return Ok(v1::ListTasksResponse {
+            tasks: Vec::new(),
+            next_page_token: String::new(),
+            page_size: i32::try_from(request.effective_page_size()).unwrap_or(i32::MAX),
+            total_size: 0,
+        });
+    }
+    let all = if single {
+        store.list_tasks(visible.first().map(String::as_str)).await?
+    } else {
+        store.list_tasks(None).await?
+    };
+    for task in all {
+        let listed = task.parent_task_id.is_none()
+            && (single || visible.contains(&task.context_id))
+            && state_filter.is_none_or(|s| map_state(task.state) == s)
+            && after.is_none_or(|t| task.updated_at.timestamp_millis() >= t);
+        if listed {
+            tasks.push(task);
+        }
+    }
+    // Newest first; ties broken by id so the order (and the cursor) is total.
+    tasks.sort_by(|a, b| cursor_key(b).cmp(&cursor_key(a)));
+    let total_size = tasks.len();
+    let start = match &cursor {
+        Some(c) => tasks.iter().position(|t| cursor_key(t) < *c).unwrap_or(tasks.len()),
+        None => 0,
+    };
+    let page_size = request.effective_page_size();
+    let page: Vec<TaskRecord> = tasks.into_iter().skip(start).take(page_size).collect();
+    let next_page_token = match page.last() {
+        Some(last) if start + page.len() < total_size => {
+            format!("{}:{}", last.updated_at.timestamp_millis(), last.task_id)
+        }
+        _ => String::new(),
+    };
+    let include_artifacts = request.include_artifacts.unwrap_or(false);
+    let history_length = request.history_length.and_then(|n| usize::try_from(n).ok()).unwrap_or(0);
+    let detailed = include_artifacts || history_length > 0;
+    let mut folds: HashMap<String, ContextDetails> = HashMap::new();
+    if detailed {
+        for context_id in page.iter().map(|t| t.context_id.clone()) {
+            if folds.contains_key(&context_id) {
+                continue;
+            }
+            let ids: Vec<&str> = page
+                .iter()
+                .filter(|t| t.context_id == context_id)
+                .map(|t| t.task_id.as_str())
+                .collect();
+            let fold = fold_context(store, &context_id, &ids, None).await?;
+            let history = histories(store, &context_id).await?;
+            folds.insert(context_id, (fold.tasks, history));
+        }
+    }
+    let tasks = page
+        .iter()
+        .map(|record| {
+            let (folded, history) = match folds.get_mut(&record.context_id) {
+                Some((f, h)) => (f.get(&record.task_id), h.remove(&record.task_id).unwrap_or_default()),
+                None => (None, Vec::new()),
+            };
+            let mut task = task_to_v1(&snapshot(record, folded, history), Some(history_length));
+            if include_artifacts {
+                task.artifacts.get_or_insert_with(Vec::new);
+            } else {
+                task.artifacts = None;
+            }
+            task
+        })
+        .collect();
+    Ok(v1::ListTasksResponse {
+        tasks,
+        next_page_token,
+        page_size: i32::try_from(page_size).unwrap_or(i32::MAX),
+        total_size: i32::try_from(total_size).unwrap_or(i32::MAX),
+    })
+}
+
+/// The folds and histories of one context's tasks, by task id.
+type ContextDetails = (HashMap<String, Folded>, HashMap<String, Vec<looopy_protocol::Message>>);
+
+/// States compare as A2A sees them (`waiting-subtask` is `working`).
+fn map_state(state: TaskState) -> TaskState {
+    task_state_from_v1(looopy_protocol::a2a::task_state_to_v1(state)).unwrap_or(state)
+}
+
+fn cursor_key(task: &TaskRecord) -> (i64, String) {
+    (task.updated_at.timestamp_millis(), task.task_id.clone())
+}
+
+fn parse_cursor(token: &str) -> Result<(i64, String), RpcError> {
+    let invalid = || RpcError::invalid_params("pageToken is not a token this server issued");
+    let (millis, task_id) = token.split_once(':').ok_or_else(invalid)?;
+    let millis: i64 = millis.parse().map_err(|_| invalid())?;
+    if !is_valid_id(task_id) {
+        return Err(invalid());
+    }
+    Ok((millis, task_id.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn input(text: &str, data: Vec<Value>) -> UserInput {
+        UserInput {
+            message_id: "m".into(),
+            context_id: None,
+            task_id: None,
+            text: text.into(),
+            data,
+            files: vec![],
+            reference_task_ids: vec![],
+        }
+    }
+
+    #[test]
+    fn input_values_prefer_data_only_when_there_is_no_text() {
+        assert_eq!(input_value(&input("Ada", vec![])), json!("Ada"));
+        assert_eq!(input_value(&input("", vec![json!({"ok": true})])), json!({"ok": true}));
+        assert_eq!(input_value(&input(" ", vec![json!(1), json!(2)])), json!([1, 2]));
+        assert_eq!(input_value(&input("see", vec![json!(1)])), json!("see\n1"));
+        assert_eq!(turn_text(&input("", vec![json!({"a": 1})])), r#"{"a":1}"#);
+    }
+
+    #[test]
+    fn cursors_round_trip_and_reject_garbage() {
+        assert_eq!(parse_cursor("1700000000000:task-1").unwrap(), (1_700_000_000_000, "task-1".into()));
+        for bad in ["", "x:task", "12", "12:", "12:a b"] {
+            assert_eq!(parse_cursor(bad).unwrap_err().error.code, -32602, "{bad}");
+        }
+    }
+}
