@@ -8,6 +8,9 @@
 //!    and broadcast): p50/p99/max, both under full load (run 1) and paced at ~1 delta/ms
 //!    (run 2, closer to a real model).
 //!
+//! Run 0 appends the same number of stamped `content-delta` events straight to the log, as
+//! the baseline the loop's own cost is measured against.
+//!
 //! `cargo bench -p looopy-agent --bench agent_loop` (set `LOOOPY_BENCH_DELTAS` to change the
 //! size of run 1). Arguments cargo or criterion pass are ignored.
 
@@ -19,7 +22,8 @@ use looopy_agent::tool::ToolRegistry;
 use looopy_agent::{Agent, AgentConfig};
 use looopy_llm::scripted::{Response, ScriptedProvider};
 use looopy_llm::{ChatRequest, LlmEvent, LlmStream, Provider};
-use looopy_protocol::{EventPayload, TaskState};
+use looopy_protocol::event::ContentDelta;
+use looopy_protocol::{EventPayload, Sequencer, Stamp, TaskState};
 use looopy_store::Store;
 
 /// Records when each text delta leaves the provider.
@@ -127,6 +131,23 @@ async fn run(store: Store, response: Response, deltas: usize) -> Run {
     }
 }
 
+/// The event log alone: stamped deltas appended in a tight loop, then flushed.
+async fn baseline(store: Store, deltas: usize) -> (Duration, u64) {
+    let seq = Sequencer::starting_after(0);
+    let stamp = Stamp::new("ctx-baseline", "task-baseline");
+    let log = store.event_log();
+    let started = Instant::now();
+    for index in 0..deltas as u64 {
+        let payload = EventPayload::ContentDelta(ContentDelta {
+            delta: "tok ".into(),
+            index,
+        });
+        log.append(stamp.stamp(&seq, payload)).await.expect("append");
+    }
+    log.flush().await.expect("flush");
+    (started.elapsed(), deltas as u64)
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
@@ -166,6 +187,16 @@ fn main() {
         .build()
         .expect("runtime");
     runtime.block_on(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path().join("bench.db")).expect("store");
+        let (elapsed, events) = baseline(store.clone(), deltas).await;
+        println!("run 0: the event log alone, {deltas} stamped deltas appended and flushed");
+        println!(
+            "  {events} events in {:.3} s = {:.0} events/s",
+            elapsed.as_secs_f64(),
+            events as f64 / elapsed.as_secs_f64()
+        );
+
         let dir = tempfile::tempdir().expect("tempdir");
         let store = Store::open(dir.path().join("bench.db")).expect("store");
         let saturated = run(

@@ -33,8 +33,11 @@
 //! # });
 //! ```
 //!
-//! See [`turn`](crate::AgentConfig) settings for limits, and the `tool` module for
-//! writing tools.
+//! Limits and the tool-calling mode are set in [`AgentConfig`]; the [`tool`] module
+//! explains how to write tools. Cancellation ([`TurnHandle::cancel`], [`Agent::cancel`]),
+//! durable pauses for input ([`Agent::provide_input`]) and crash recovery
+//! ([`Agent::recover`]) keep the stored conversation valid: every assistant message that
+//! calls tools is followed by one result per call.
 #![cfg_attr(
     not(test),
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)

@@ -164,9 +164,9 @@ fn build_provider(
 pub async fn build(args: &AgentArgs) -> Result<(Agent, ProviderKind)> {
     let resolved = resolve(args)?;
     if resolved.provider_kind == ProviderKind::Scripted && args.script.is_none() {
-        eprintln!(
-            "\x1b[2m[looopy] no LLM configured: using the built-in scripted model (offline). \
-             Set OPENAI_API_KEY (or OPENAI_BASE_URL), or ANTHROPIC_API_KEY, or pass --provider.\x1b[0m"
+        crate::render::note(
+            "[looopy] no LLM configured: using the built-in scripted model (offline). \
+             Set OPENAI_API_KEY (or OPENAI_BASE_URL), or ANTHROPIC_API_KEY, or pass --provider.",
         );
     }
     let db = resolved.db.clone();

@@ -13,6 +13,16 @@ const GREEN: &str = "\x1b[32m";
 const CYAN: &str = "\x1b[36m";
 const RESET: &str = "\x1b[0m";
 
+/// A dimmed side note on stderr (plain text when stderr is not a terminal).
+pub fn note(text: &str) {
+    use std::io::IsTerminal;
+    if std::io::stderr().is_terminal() {
+        eprintln!("{DIM}{text}{RESET}");
+    } else {
+        eprintln!("{text}");
+    }
+}
+
 /// Output style.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Style {

@@ -54,7 +54,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     let prompt = args.prompt.join(" ");
     let handle = agent.start_turn(&context, &prompt, None).await?;
     if !args.json {
-        eprintln!("\x1b[2mcontext {context} · task {}\x1b[0m", handle.task_id);
+        crate::render::note(&format!("context {context} · task {}", handle.task_id));
     }
     let mut lines = (!args.json && std::io::stdin().is_terminal()).then(Lines::stdin);
     drive(&agent, handle, style(args.json), lines.as_mut()).await
@@ -145,7 +145,13 @@ pub async fn drive(
         if !belongs_to(&event, &handle.task_id) {
             continue;
         }
-        renderer.render(&event, &mut stdout)?;
+        if let Err(e) = renderer.render(&event, &mut stdout) {
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                // The reader went away (e.g. `| head`): stop quietly; the turn goes on.
+                return Ok(ExitCode::SUCCESS);
+            }
+            return Err(e.into());
+        }
         if let (Some(state), true) = (event.payload.task_state(), event.task_id == handle.task_id) {
             final_state = Some(state);
         }

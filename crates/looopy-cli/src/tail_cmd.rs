@@ -51,7 +51,7 @@ pub async fn run(args: TailArgs) -> Result<ExitCode> {
             }
             Err(TailError::Retry(msg)) => {
                 failures += 1;
-                eprintln!("\x1b[2m[tail] {msg}; reconnecting after event {last_id}\x1b[0m");
+                crate::render::note(&format!("[tail] {msg}; reconnecting after event {last_id}"));
             }
         }
         // Back off on repeated failures, up to 30 s.

@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! The REST API over real sockets: authentication and ownership, limits, error shapes,
 //! the input flow and cancellation.
 
@@ -115,7 +116,10 @@ async fn bad_requests_get_json_errors_with_the_right_status() {
 
 #[tokio::test]
 async fn a_second_message_while_a_turn_runs_is_409_busy() {
-    let server = TestServer::start(vec![Response::new().pause_ms(60_000).text("late")]).await;
+    let server = TestServer::with_config(vec![Response::new().pause_ms(60_000).text("late")], |c| {
+        c.shutdown_grace = std::time::Duration::from_millis(200);
+    })
+    .await;
     let task = server.start_turn("ctx-busy", "first").await;
     let r = server
         .client
@@ -136,8 +140,14 @@ async fn a_second_message_while_a_turn_runs_is_409_busy() {
     // Canceling a finished task is a conflict; the context takes new messages again.
     let r = server.client.post(server.url(&format!("/v1/tasks/{task}/cancel"))).send().await.unwrap();
     assert_eq!(error_of(r).await, (409, "not_running".into()));
-    server.start_turn("ctx-busy", "again").await;
+    let again = server.start_turn("ctx-busy", "again").await;
+    // A turn still running at shutdown gets the grace period, then is canceled cleanly.
+    let store = server.state.store().clone();
     server.shutdown().await;
+    let record = store.get_task(&again).await.unwrap().unwrap();
+    assert_eq!(record.state, looopy_protocol::TaskState::Canceled);
+    let log = store.event_log().read_after("ctx-busy", 0, 1000).await.unwrap();
+    assert_eq!(log.last().map(|e| (e.task_id.as_str(), e.kind())), Some((again.as_str(), "task-complete")));
 }
 
 #[tokio::test]
@@ -211,7 +221,7 @@ async fn streams_per_principal_are_limited() {
     server.wait_state(&task, "completed").await;
     let a = server.events("ctx-lim", None, "").await;
     let b = server.events("ctx-lim", None, "").await;
-    assert_eq!((a.status(), b.status()), (200, 200));
+    assert_eq!((a.status().as_u16(), b.status().as_u16()), (200, 200));
     let r = server.events("ctx-lim", None, "").await;
     assert_eq!(error_of(r).await, (429, "too_many_streams".into()));
     // A POST asking for a stream is refused before any turn starts.

@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Event streams over real sockets: framing, whole turns, replay and resumption, slow
 //! readers, internal events, failures and shutdown.
 

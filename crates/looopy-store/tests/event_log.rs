@@ -1,6 +1,10 @@
 //! The event log: group commit, ordering, flush, rejection, corruption, concurrency.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, reason = "test helpers fail loudly")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers fail loudly"
+)]
 
 mod common;
 

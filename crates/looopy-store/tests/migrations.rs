@@ -1,6 +1,10 @@
 //! Opening a fresh file, reopening an existing one, and refusing a newer schema.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, reason = "test helpers fail loudly")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers fail loudly"
+)]
 
 mod common;
 

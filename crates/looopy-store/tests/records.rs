@@ -1,6 +1,10 @@
 //! Contexts, messages, tasks and artifacts against a real SQLite file.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, reason = "test helpers fail loudly")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers fail loudly"
+)]
 
 mod common;
 

@@ -1,6 +1,10 @@
 //! `tail`: replay then live, across the seam, through lag, and to the end of a closed log.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, reason = "test helpers fail loudly")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers fail loudly"
+)]
 
 mod common;
 

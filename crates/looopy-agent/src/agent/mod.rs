@@ -129,29 +129,30 @@ impl Agent {
         let record = TaskRecord::new(&task_id, context_id, TaskState::Working);
         store.put_task(&record).await?;
         let user = Message::user(message);
-        if let Err(error) = store
-            .append_messages(context_id, std::slice::from_ref(&user))
-            .await
-        {
+        let emitter = self.emitter(context_id, &task_id, start_seq);
+        let registered = async {
+            store
+                .append_messages(context_id, std::slice::from_ref(&user))
+                .await?;
+            let mut metadata = Metadata::new();
+            metadata.insert(
+                "agentId".into(),
+                Value::from(self.shared.config.agent_id.clone()),
+            );
+            metadata.insert("model".into(), Value::from(self.shared.model()));
+            emitter
+                .emit(EventPayload::TaskCreated(TaskCreated {
+                    initiator: Initiator::User,
+                    metadata,
+                }))
+                .await?;
+            emitter.emit(working()).await
+        };
+        if let Err(error) = registered.await {
             self.abandon(record, &error).await;
             return Err(error.into());
         }
         stored.push(user);
-
-        let emitter = self.emitter(context_id, &task_id, start_seq);
-        let mut metadata = Metadata::new();
-        metadata.insert(
-            "agentId".into(),
-            Value::from(self.shared.config.agent_id.clone()),
-        );
-        metadata.insert("model".into(), Value::from(self.shared.model()));
-        emitter
-            .emit(EventPayload::TaskCreated(TaskCreated {
-                initiator: Initiator::User,
-                metadata,
-            }))
-            .await?;
-        emitter.emit(working()).await?;
         let turn = Turn::new(
             self.shared.clone(),
             emitter,

@@ -91,6 +91,7 @@ mod context;
 mod parse;
 mod player;
 mod script;
+mod step_parse;
 
 use std::path::Path;
 use std::str::FromStr;

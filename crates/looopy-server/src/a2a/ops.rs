@@ -377,7 +377,7 @@ pub(crate) async fn list(caller: &Caller, request: v1::ListTasksRequest) -> Resu
         }
     }
     // Newest first; ties broken by id so the order (and the cursor) is total.
-    tasks.sort_by(|a, b| cursor_key(b).cmp(&cursor_key(a)));
+    tasks.sort_by_key(|t| std::cmp::Reverse(cursor_key(t)));
     let total_size = tasks.len();
     let start = match &cursor {
         Some(c) => tasks.iter().position(|t| cursor_key(t) < *c).unwrap_or(tasks.len()),

@@ -1,10 +1,140 @@
-//! The web page served at `/`. Placeholder: filled in separately.
+//! The chat page served at `GET /`: one self-contained HTML file (`index.html`, embedded
+//! at compile time) with no external resources. It sends with the REST API, watches the
+//! context with the browser's `EventSource` (named events per kind, resuming with
+//! `Last-Event-ID`, de-duplicating by `seq`), renders streamed content, collapsible
+//! thoughts, tool progress and inline answers to input requests, and shows the
+//! connection's state.
+//!
+//! With tokens configured, open the page as `/?token=<token>`: it sends the token as a
+//! bearer header on `fetch` and as `access_token` on the event stream (which cannot carry
+//! headers). The page's `Referrer-Policy: no-referrer` keeps that URL from leaking.
+//!
+//! The response's Content-Security-Policy allows exactly the page's own inline script and
+//! style (by hash) and connections to this origin, so even a bug that rendered event text
+//! as HTML could not run anything.
+//!
+//! Test hooks in the DOM: `#status[data-status]` (`idle`, `connecting`, `open`,
+//! `reconnecting`), `body[data-last-seq]`, `body[data-reconnects]`,
+//! `body[data-context-id]`, and per turn `section.turn[data-task-id][data-state]` with the
+//! answer text in `#answer-<taskId>`.
+
+use std::sync::OnceLock;
 
 use axum::Router;
+use axum::http::HeaderValue;
+use axum::http::header::{CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, REFERRER_POLICY, X_CONTENT_TYPE_OPTIONS};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use sha2::{Digest, Sha256};
 
 use crate::AppState;
 
+/// The page.
+pub const INDEX_HTML: &str = include_str!("index.html");
+
 /// The web routes, merged into the server's router.
 pub fn routes() -> Router<AppState> {
-    Router::new()
+    Router::new().route("/", get(index))
+}
+
+async fn index() -> Response {
+    let headers = [
+        (CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8")),
+        (CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+        (X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")),
+        (REFERRER_POLICY, HeaderValue::from_static("no-referrer")),
+    ];
+    let mut response = (headers, INDEX_HTML).into_response();
+    if let Ok(csp) = HeaderValue::from_str(content_security_policy()) {
+        response.headers_mut().insert(CONTENT_SECURITY_POLICY, csp);
+    }
+    response
+}
+
+/// The page's Content-Security-Policy, computed once from the embedded file.
+pub fn content_security_policy() -> &'static str {
+    static CSP: OnceLock<String> = OnceLock::new();
+    CSP.get_or_init(|| {
+        let script = inline_hash(INDEX_HTML, "<script>", "</script>");
+        let style = inline_hash(INDEX_HTML, "<style>", "</style>");
+        format!(
+            "default-src 'none'; script-src {script}; style-src {style}; connect-src 'self'; \
+             img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+        )
+    })
+}
+
+/// `'sha256-…'` of the text between the first `open` and the following `close` tag, or
+/// `'none'` when the page has no such element.
+fn inline_hash(html: &str, open: &str, close: &str) -> String {
+    let Some(start) = html.find(open).map(|i| i + open.len()) else {
+        return "'none'".into();
+    };
+    let Some(len) = html[start..].find(close) else {
+        return "'none'".into();
+    };
+    let digest = Sha256::digest(html[start..start + len].as_bytes());
+    format!("'sha256-{}'", base64(&digest))
+}
+
+/// Standard base64 with padding (what CSP hashes use).
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_matches_the_rfc_vectors() {
+        for (input, expected) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ] {
+            assert_eq!(base64(input.as_bytes()), expected);
+        }
+    }
+
+    #[test]
+    fn csp_hashes_the_inline_script_and_style() {
+        let csp = content_security_policy();
+        assert!(csp.contains("script-src 'sha256-"), "{csp}");
+        assert!(csp.contains("style-src 'sha256-"), "{csp}");
+        assert_eq!(inline_hash("<p>", "<script>", "</script>"), "'none'");
+        // The hash covers exactly the element's text.
+        let h = inline_hash("<script>alert(1)</script>", "<script>", "</script>");
+        assert_eq!(h, format!("'sha256-{}'", base64(&Sha256::digest(b"alert(1)"))));
+    }
+
+    #[test]
+    fn the_page_is_self_contained() {
+        // No external resources: nothing fetched from another origin.
+        for needle in ["http://", "https://", "src=\"//", "href=\"//", "<script src", "@import"] {
+            assert!(!INDEX_HTML.contains(needle), "the page references {needle}");
+        }
+        assert_eq!(INDEX_HTML.matches("<script>").count(), 1);
+        assert_eq!(INDEX_HTML.matches("<style>").count(), 1);
+        // Content is rendered as text, never parsed as HTML.
+        assert!(!INDEX_HTML.contains("innerHTML"));
+        assert!(INDEX_HTML.contains("new EventSource("));
+    }
 }

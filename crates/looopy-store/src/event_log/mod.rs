@@ -199,7 +199,9 @@ impl EventLog {
     }
 
     /// Resolves once every event appended before this call is committed (and broadcast).
-    /// Returns [`StoreError::Rejected`] if events were refused since the previous flush.
+    /// Returns [`StoreError::Rejected`] if events were refused since the previous flush
+    /// answered — by anyone: the log is shared, so a producer that needs to know about its
+    /// own events should look at the `examples` (they name context and seq).
     pub async fn flush(&self) -> Result<(), StoreError> {
         let (done, answer) = oneshot::channel();
         self.shared

@@ -317,3 +317,94 @@ fn insert_rows(
     }
     Ok((skipped, bytes))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::Utc;
+    use looopy_protocol::EventPayload;
+    use looopy_protocol::event::ContentDelta;
+
+    fn event(context_id: &str, seq: u64) -> Event {
+        Event {
+            seq,
+            context_id: context_id.into(),
+            task_id: "t".into(),
+            parent_task_id: None,
+            path: Vec::new(),
+            timestamp: Utc::now(),
+            payload: EventPayload::ContentDelta(ContentDelta {
+                delta: "d".into(),
+                index: seq,
+            }),
+        }
+    }
+
+    fn writer(dir: &tempfile::TempDir) -> (Writer, broadcast::Receiver<Batch>) {
+        let mut conn =
+            crate::db::open_connection(&dir.path().join("w.db"), std::time::Duration::from_secs(1))
+                .unwrap();
+        crate::schema::migrate(&mut conn).unwrap();
+        let (_queue, commands) = mpsc::channel(4);
+        let (live, receiver) = broadcast::channel(16);
+        let writer = Writer::new(conn, commands, live, Arc::new(Stats::default()), 8, None);
+        (writer, receiver)
+    }
+
+    #[test]
+    fn seq_memo_starts_over_when_full_and_falls_back_to_the_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut writer, mut live) = writer(&dir);
+        writer.commit(vec![event("a", 1), event("a", 2), event("b", 1)]);
+        assert_eq!(live.try_recv().unwrap().len(), 3);
+
+        // Fill the memo to its limit: the next new context clears it.
+        for i in 0..SEQ_MEMO_LIMIT {
+            writer.last_seq.insert(format!("filler-{i}"), 1);
+        }
+        writer.commit(vec![event("c", 1)]);
+        assert_eq!(writer.last_seq.len(), 1);
+        assert!(!writer.last_seq.contains_key("a"));
+
+        // "a" is no longer memoised, yet its last seq is still enforced from the table.
+        writer.commit(vec![event("a", 2), event("a", 3)]);
+        assert_eq!(live.try_recv().unwrap().len(), 1); // "c"
+        let delivered = live.try_recv().unwrap();
+        assert_eq!(delivered.iter().map(|e| e.seq).collect::<Vec<_>>(), [3]);
+        assert_eq!(writer.rejected_count, 1);
+        assert_eq!(writer.rejected_examples[0].seq, 2);
+        assert_eq!(writer.last_seq.get("a"), Some(&3));
+    }
+
+    #[test]
+    fn rejections_are_reported_once_to_every_waiting_flush() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut writer, _live) = writer(&dir);
+        writer.commit(vec![event("a", 1), event("a", 1), event("a", 0)]);
+        let (first, first_answer) = oneshot::channel();
+        let (second, second_answer) = oneshot::channel();
+        writer.answer([first, second].into_iter());
+        for mut answer in [first_answer, second_answer] {
+            match answer.try_recv().unwrap() {
+                Err(StoreError::Rejected { count, examples }) => {
+                    assert_eq!(count, 2);
+                    assert_eq!(examples.len(), 2);
+                }
+                other => panic!("expected Rejected, got {other:?}"),
+            }
+        }
+        let (third, mut third_answer) = oneshot::channel();
+        writer.answer(std::iter::once(third));
+        assert!(third_answer.try_recv().unwrap().is_ok());
+    }
+
+    #[test]
+    fn rejection_examples_are_capped() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut writer, _live) = writer(&dir);
+        writer.commit(vec![event("a", 100)]);
+        writer.commit((1..=40).map(|seq| event("a", seq)).collect());
+        assert_eq!(writer.rejected_count, 40);
+        assert_eq!(writer.rejected_examples.len(), REJECTION_EXAMPLES);
+    }
+}
