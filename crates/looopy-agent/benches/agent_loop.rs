@@ -142,7 +142,9 @@ async fn baseline(store: Store, deltas: usize) -> (Duration, u64) {
             delta: "tok ".into(),
             index,
         });
-        log.append(stamp.stamp(&seq, payload)).await.expect("append");
+        log.append(stamp.stamp(&seq, payload))
+            .await
+            .expect("append");
     }
     log.flush().await.expect("flush");
     (started.elapsed(), deltas as u64)

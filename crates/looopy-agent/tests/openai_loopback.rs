@@ -79,14 +79,16 @@ async fn openai_provider_tool_call_then_answer() {
     let addr = listener.local_addr().unwrap();
     let serving = tokio::spawn(async move { axum::serve(listener, app).await });
 
-    let provider = OpenAiProvider::new(
-        OpenAiConfig::new(format!("http://{addr}/v1")).model("loopback-model"),
-    )
-    .unwrap();
+    let provider =
+        OpenAiProvider::new(OpenAiConfig::new(format!("http://{addr}/v1")).model("loopback-model"))
+            .unwrap();
     let db = TestDb::new();
     let store = db.open();
     let agent = agent_with(store.clone(), provider, AgentConfig::default());
-    let turn = agent.start_turn("ctx-openai", "What is 6*7?", None).await.unwrap();
+    let turn = agent
+        .start_turn("ctx-openai", "What is 6*7?", None)
+        .await
+        .unwrap();
     assert_eq!(turn.wait().await.unwrap(), TaskState::Completed);
 
     let events = events(&store, "ctx-openai").await;
@@ -109,7 +111,10 @@ async fn openai_provider_tool_call_then_answer() {
     let history = store.load_messages("ctx-openai").await.unwrap();
     assert_history_consistent(&history);
     let roles: Vec<Role> = history.iter().map(|m| m.role).collect();
-    assert_eq!(roles, [Role::User, Role::Assistant, Role::Tool, Role::Assistant]);
+    assert_eq!(
+        roles,
+        [Role::User, Role::Assistant, Role::Tool, Role::Assistant]
+    );
 
     // What the server received: tools offered, then the result sent back on the call id.
     let requests = server.requests.lock().unwrap().clone();
@@ -127,5 +132,72 @@ async fn openai_provider_tool_call_then_answer() {
     let result = sent.iter().find(|m| m["role"] == "tool").unwrap();
     assert_eq!(result["tool_call_id"], "call_abc");
     assert_eq!(result["content"], "42");
+    serving.abort();
+}
+
+/// Sets its flag when dropped: hyper drops a response body when the client goes away.
+struct DropFlag(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[tokio::test]
+async fn cancelling_a_turn_aborts_the_http_request() {
+    let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = Arc::clone(&closed);
+    let endless = move || {
+        let guard = DropFlag(Arc::clone(&flag));
+        // A model that never stops talking, one chunk every 10 ms.
+        let chunks = futures::stream::unfold((guard, 0u64), |(guard, n)| async move {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            let chunk = format!(
+                "data: {{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"word{n} \"}},\"finish_reason\":null}}]}}\n\n"
+            );
+            Some((Ok::<_, std::io::Error>(Bytes::from(chunk)), (guard, n + 1)))
+        });
+        async move {
+            (
+                [(header::CONTENT_TYPE, "text/event-stream")],
+                Body::from_stream(chunks),
+            )
+        }
+    };
+    let app = Router::new().route("/v1/chat/completions", post(move || endless()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let serving = tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let provider = OpenAiProvider::new(OpenAiConfig::new(format!("http://{addr}/v1"))).unwrap();
+    let db = TestDb::new();
+    let store = db.open();
+    let agent = agent_with(store.clone(), provider, AgentConfig::default());
+    let turn = agent
+        .start_turn("ctx-abort", "talk forever", None)
+        .await
+        .unwrap();
+    wait_for(
+        &store,
+        "ctx-abort",
+        turn.start_seq,
+        |e| matches!(&e.payload, EventPayload::ContentDelta(d) if d.index >= 2),
+    )
+    .await;
+    assert!(!closed.load(std::sync::atomic::Ordering::SeqCst));
+    turn.cancel();
+    assert_eq!(turn.wait().await.unwrap(), TaskState::Canceled);
+    // The server sees the connection go away (bounded wait, not a timing assertion).
+    let gone = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        while !closed.load(std::sync::atomic::Ordering::SeqCst) {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(gone.is_ok(), "the HTTP request was not aborted");
+    let events = events(&store, "ctx-abort").await;
+    assert_well_formed(&events);
+    assert_ends_with_terminal(&events, "canceled");
     serving.abort();
 }

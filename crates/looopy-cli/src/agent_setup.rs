@@ -67,7 +67,9 @@ pub fn resolve(args: &AgentArgs) -> Result<Resolved> {
             "openai" => ProviderKind::Openai,
             "anthropic" => ProviderKind::Anthropic,
             "scripted" => ProviderKind::Scripted,
-            other => anyhow::bail!("config file: unknown provider {other:?} (openai, anthropic, scripted)"),
+            other => anyhow::bail!(
+                "config file: unknown provider {other:?} (openai, anthropic, scripted)"
+            ),
         },
         (None, None) if env("OPENAI_API_KEY").is_some() || env("OPENAI_BASE_URL").is_some() => {
             ProviderKind::Openai
@@ -85,7 +87,9 @@ pub fn resolve(args: &AgentArgs) -> Result<Resolved> {
         (Some(ToolProtocolArg::Native), _) | (None, Some("native")) | (None, None) => {
             ToolProtocol::Native
         }
-        (None, Some(other)) => anyhow::bail!("config file: unknown tool_protocol {other:?} (native, wire)"),
+        (None, Some(other)) => {
+            anyhow::bail!("config file: unknown tool_protocol {other:?} (native, wire)")
+        }
     };
     let mut config = AgentConfig {
         model,

@@ -14,7 +14,8 @@ use crate::cli::ChatArgs;
 use crate::render::Style;
 use crate::run_cmd::{Lines, drive};
 
-const HELP: &str = "commands: /history  /contexts  /clear  /new  /help  /quit   (Ctrl+C cancels a running turn)";
+const HELP: &str =
+    "commands: /history  /contexts  /clear  /new  /help  /quit   (Ctrl+C cancels a running turn)";
 
 pub async fn run(args: ChatArgs) -> Result<ExitCode> {
     let (agent, _) = agent_setup::build(&args.agent).await?;
@@ -81,7 +82,11 @@ async fn history(agent: &Agent, context: &str) -> Result<()> {
 async fn contexts(agent: &Agent, current: &str) -> Result<()> {
     for c in agent.store().list_contexts(None).await? {
         let mark = if c.context_id == current { "*" } else { " " };
-        println!("{mark} {}  (updated {})", c.context_id, c.updated_at.format("%Y-%m-%d %H:%M"));
+        println!(
+            "{mark} {}  (updated {})",
+            c.context_id,
+            c.updated_at.format("%Y-%m-%d %H:%M")
+        );
     }
     Ok(())
 }

@@ -144,7 +144,12 @@ pub struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub addr: SocketAddr,
     /// Bearer token accepted by the server; repeat for several principals.
-    #[arg(long = "token", env = "LOOOPY_TOKENS", value_delimiter = ',', hide_env_values = true)]
+    #[arg(
+        long = "token",
+        env = "LOOOPY_TOKENS",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
     pub tokens: Vec<String>,
     /// Send `internal:*` events to clients too.
     #[arg(long)]

@@ -40,7 +40,9 @@ impl ThoughtMapper {
             }
             SplitEvent::ThoughtDelta { id, delta } if !delta.is_empty() => {
                 let index = self.next_thought();
-                Some(EventPayload::ThoughtStream(ThoughtStream::delta(id, index, delta)))
+                Some(EventPayload::ThoughtStream(ThoughtStream::delta(
+                    id, index, delta,
+                )))
             }
             SplitEvent::ThoughtEnd(t) => {
                 let index = self.next_thought();
@@ -67,7 +69,7 @@ impl ThoughtMapper {
 }
 
 enum Parser {
-    Thinking(ThoughtSplitter, ThoughtMapper),
+    Thinking(Box<ThoughtSplitter>, ThoughtMapper),
     Wire(WireParser),
 }
 
@@ -107,14 +109,23 @@ fn write_all<T: serde::Serialize>(
 }
 
 /// Runs the filter over `input`, writing events to `out`.
-pub fn run(args: &ParseArgs, input: impl BufRead, out: &mut impl Write) -> Result<(), ParseCmdError> {
+pub fn run(
+    args: &ParseArgs,
+    input: impl BufRead,
+    out: &mut impl Write,
+) -> Result<(), ParseCmdError> {
     let mut parser = match args.protocol {
         ParseProtocol::Thinking => {
             let config = match &args.tags {
-                Some(tags) => ThoughtConfig::with_tags(tags.iter().map(|t| t.trim()).filter(|t| !t.is_empty())),
+                Some(tags) => ThoughtConfig::with_tags(
+                    tags.iter().map(|t| t.trim()).filter(|t| !t.is_empty()),
+                ),
                 None => ThoughtConfig::default(),
             };
-            Parser::Thinking(ThoughtSplitter::new(config), ThoughtMapper::default())
+            Parser::Thinking(
+                Box::new(ThoughtSplitter::new(config)),
+                ThoughtMapper::default(),
+            )
         }
         ParseProtocol::Wire => Parser::Wire(WireParser::new()),
     };
@@ -145,8 +156,14 @@ pub fn run(args: &ParseArgs, input: impl BufRead, out: &mut impl Write) -> Resul
 mod tests {
     use super::*;
 
-    fn parse(protocol: ParseProtocol, input: &str) -> Result<Vec<serde_json::Value>, ParseCmdError> {
-        let args = ParseArgs { protocol, tags: None };
+    fn parse(
+        protocol: ParseProtocol,
+        input: &str,
+    ) -> Result<Vec<serde_json::Value>, ParseCmdError> {
+        let args = ParseArgs {
+            protocol,
+            tags: None,
+        };
         let mut out = Vec::new();
         run(&args, input.as_bytes(), &mut out)?;
         Ok(String::from_utf8(out)
@@ -171,7 +188,11 @@ mod tests {
         assert_eq!(closing["content"], "I should verify first");
         let streamed: String = events
             .iter()
-            .filter_map(|e| e["delta"].as_str().filter(|_| e["kind"] == "thought-stream"))
+            .filter_map(|e| {
+                e["delta"]
+                    .as_str()
+                    .filter(|_| e["kind"] == "thought-stream")
+            })
             .collect();
         assert_eq!(streamed, "I should verify first");
     }

@@ -114,9 +114,18 @@ impl Renderer {
             }
             EventPayload::ToolStart(t) => {
                 self.break_line(out)?;
-                self.tool_names.insert(t.tool_call_id.clone(), t.tool_name.clone());
+                self.tool_names
+                    .insert(t.tool_call_id.clone(), t.tool_name.clone());
                 let args = serde_json::to_string(&t.arguments).unwrap_or_default();
-                writeln!(out, "{}⚙ {}{} {}{}", self.paint(CYAN), t.tool_name, self.paint(RESET), self.paint(DIM), truncate(&args, 120))?;
+                writeln!(
+                    out,
+                    "{}⚙ {}{} {}{}",
+                    self.paint(CYAN),
+                    t.tool_name,
+                    self.paint(RESET),
+                    self.paint(DIM),
+                    truncate(&args, 120)
+                )?;
                 write!(out, "{}", self.paint(RESET))?;
             }
             EventPayload::ToolProgress(p) => {
@@ -140,18 +149,45 @@ impl Renderer {
                         serde_json::Value::String(s) => s.clone(),
                         other => other.to_string(),
                     });
-                    writeln!(out, "{}✓ {}{} → {}", self.paint(GREEN), t.tool_name, self.paint(RESET), truncate(result.as_deref().unwrap_or(""), 200))?;
+                    writeln!(
+                        out,
+                        "{}✓ {}{} → {}",
+                        self.paint(GREEN),
+                        t.tool_name,
+                        self.paint(RESET),
+                        truncate(result.as_deref().unwrap_or(""), 200)
+                    )?;
                 } else {
-                    writeln!(out, "{}✗ {}{}: {}", self.paint(RED), t.tool_name, self.paint(RESET), t.error.as_deref().unwrap_or("failed"))?;
+                    writeln!(
+                        out,
+                        "{}✗ {}{}: {}",
+                        self.paint(RED),
+                        t.tool_name,
+                        self.paint(RESET),
+                        t.error.as_deref().unwrap_or("failed")
+                    )?;
                 }
             }
             EventPayload::InputRequired(i) => {
                 self.break_line(out)?;
-                writeln!(out, "{}? {}{}", self.paint(BOLD), i.prompt, self.paint(RESET))?;
+                writeln!(
+                    out,
+                    "{}? {}{}",
+                    self.paint(BOLD),
+                    i.prompt,
+                    self.paint(RESET)
+                )?;
             }
             EventPayload::AuthRequired(a) => {
                 self.break_line(out)?;
-                writeln!(out, "{}🔒 {}{} {}", self.paint(BOLD), a.prompt, self.paint(RESET), a.auth_url.as_deref().unwrap_or(""))?;
+                writeln!(
+                    out,
+                    "{}🔒 {}{} {}",
+                    self.paint(BOLD),
+                    a.prompt,
+                    self.paint(RESET),
+                    a.auth_url.as_deref().unwrap_or("")
+                )?;
             }
             EventPayload::TaskStatus(s) => match s.status {
                 TaskState::Failed => {
@@ -173,7 +209,13 @@ impl Renderer {
             EventPayload::TaskComplete(_) => self.break_line(out)?,
             EventPayload::FileWrite(f) if f.index == 0 => {
                 self.break_line(out)?;
-                writeln!(out, "{}📄 {}{}", self.paint(DIM), f.name.as_deref().unwrap_or(&f.artifact_id), self.paint(RESET))?;
+                writeln!(
+                    out,
+                    "{}📄 {}{}",
+                    self.paint(DIM),
+                    f.name.as_deref().unwrap_or(&f.artifact_id),
+                    self.paint(RESET)
+                )?;
             }
             _ => {}
         }
@@ -212,9 +254,21 @@ mod tests {
             Style::Human { color: false },
             vec![
                 EventPayload::ThoughtStream(ThoughtStream::delta("th", 0, "hmm")),
-                EventPayload::ThoughtStream(ThoughtStream::complete("th", 1, "hmm", ThoughtType::Reasoning, Verbosity::Normal)),
-                EventPayload::ContentDelta(ContentDelta { delta: "Hel".into(), index: 0 }),
-                EventPayload::ContentDelta(ContentDelta { delta: "lo".into(), index: 1 }),
+                EventPayload::ThoughtStream(ThoughtStream::complete(
+                    "th",
+                    1,
+                    "hmm",
+                    ThoughtType::Reasoning,
+                    Verbosity::Normal,
+                )),
+                EventPayload::ContentDelta(ContentDelta {
+                    delta: "Hel".into(),
+                    index: 0,
+                }),
+                EventPayload::ContentDelta(ContentDelta {
+                    delta: "lo".into(),
+                    index: 1,
+                }),
             ],
         );
         assert_eq!(out, "💭 hmm\nHello");
@@ -224,7 +278,10 @@ mod tests {
     fn json_output_is_one_protocol_event_per_line() {
         let out = render_all(
             Style::Json,
-            vec![EventPayload::ContentDelta(ContentDelta { delta: "x".into(), index: 0 })],
+            vec![EventPayload::ContentDelta(ContentDelta {
+                delta: "x".into(),
+                index: 0,
+            })],
         );
         let v: serde_json::Value = serde_json::from_str(out.trim_end()).unwrap();
         assert_eq!(v["kind"], "content-delta");

@@ -124,7 +124,10 @@ pub async fn drive(
 ) -> Result<ExitCode> {
     let mut renderer = Renderer::new(style);
     let mut stdout = std::io::stdout();
-    let tail = agent.store().event_log().tail(&handle.context_id, handle.start_seq);
+    let tail = agent
+        .store()
+        .event_log()
+        .tail(&handle.context_id, handle.start_seq);
     let mut tail = std::pin::pin!(tail);
     let mut canceled_once = false;
     let mut final_state = None;
@@ -159,9 +162,16 @@ pub async fn drive(
             TurnEnd::Running => {}
             TurnEnd::Finished => break,
             TurnEnd::Interrupted => {
-                let EventPayload::TaskStatus(_) = &event.payload else { continue };
-                let Some((input_id, prompt)) =
-                    last_input_request(agent, &handle.context_id, &handle.task_id, handle.start_seq).await?
+                let EventPayload::TaskStatus(_) = &event.payload else {
+                    continue;
+                };
+                let Some((input_id, prompt)) = last_input_request(
+                    agent,
+                    &handle.context_id,
+                    &handle.task_id,
+                    handle.start_seq,
+                )
+                .await?
                 else {
                     break;
                 };
@@ -181,7 +191,11 @@ pub async fn drive(
                     return Ok(ExitCode::from(3));
                 };
                 handle = agent
-                    .provide_input(&handle.task_id, &input_id, serde_json::Value::String(answer))
+                    .provide_input(
+                        &handle.task_id,
+                        &input_id,
+                        serde_json::Value::String(answer),
+                    )
                     .await?;
             }
         }

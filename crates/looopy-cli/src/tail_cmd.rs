@@ -27,7 +27,9 @@ pub async fn run(args: TailArgs) -> Result<ExitCode> {
     let style = if args.json {
         Style::Json
     } else {
-        Style::Human { color: std::io::stdout().is_terminal() }
+        Style::Human {
+            color: std::io::stdout().is_terminal(),
+        }
     };
     let mut renderer = Renderer::new(style);
     let client = reqwest::Client::builder()
@@ -39,7 +41,16 @@ pub async fn run(args: TailArgs) -> Result<ExitCode> {
     let mut retry = Duration::from_secs(1);
     let mut failures = 0u32;
     loop {
-        match follow_once(&client, &base, &args, &mut last_id, &mut retry, &mut renderer).await {
+        match follow_once(
+            &client,
+            &base,
+            &args,
+            &mut last_id,
+            &mut retry,
+            &mut renderer,
+        )
+        .await
+        {
             Ok(Ended::Done) => return Ok(ExitCode::SUCCESS),
             Ok(Ended::Dropped(why)) => {
                 failures = 0;
@@ -55,7 +66,9 @@ pub async fn run(args: TailArgs) -> Result<ExitCode> {
             }
         }
         // Back off on repeated failures, up to 30 s.
-        let wait = retry.saturating_mul(1 << failures.min(5)).min(Duration::from_secs(30));
+        let wait = retry
+            .saturating_mul(1 << failures.min(5))
+            .min(Duration::from_secs(30));
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
             _ = tokio::signal::ctrl_c() => return Ok(ExitCode::from(130)),
@@ -86,7 +99,10 @@ async fn follow_once(
     if let Some(token) = &args.token {
         req = req.bearer_auth(token);
     }
-    let resp = req.send().await.map_err(|e| TailError::Retry(format!("connect: {e}")))?;
+    let resp = req
+        .send()
+        .await
+        .map_err(|e| TailError::Retry(format!("connect: {e}")))?;
     let status = resp.status();
     if !status.is_success() {
         let body = resp.text().await.unwrap_or_default();

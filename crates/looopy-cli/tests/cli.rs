@@ -20,7 +20,12 @@ fn looopy(db: &Path, args: &[&str], stdin: &str) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn looopy");
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
     child.wait_with_output().unwrap()
 }
 
@@ -51,8 +56,16 @@ fn parse_thinking_splits_chunks_into_content_and_thoughts() {
     .iter()
     .map(|c| serde_json::to_string(c).unwrap() + "\n")
     .collect::<String>();
-    let out = looopy(&dir.path().join("x.db"), &["parse", "--protocol", "thinking"], &input);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = looopy(
+        &dir.path().join("x.db"),
+        &["parse", "--protocol", "thinking"],
+        &input,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let events = json_lines(&out);
     assert_eq!(
         text_of(&events, "content-delta", "delta"),
@@ -63,17 +76,27 @@ fn parse_thinking_splits_chunks_into_content_and_thoughts() {
     assert_eq!(closing[0]["thoughtId"], "abc");
     assert_eq!(closing[0]["thoughtType"], "planning");
     assert_eq!(closing[0]["content"], "I should verify first");
-    assert_eq!(text_of(&events, "thought-stream", "delta"), "I should verify first");
+    assert_eq!(
+        text_of(&events, "thought-stream", "delta"),
+        "I should verify first"
+    );
 }
 
 #[test]
 fn parse_with_custom_tags_only_extracts_those() {
     let dir = tempfile::tempdir().unwrap();
     let input = "\"<plan>a</plan><thinking>b</thinking>\"\n";
-    let out = looopy(&dir.path().join("x.db"), &["parse", "--protocol", "thinking", "--tags", "plan"], input);
+    let out = looopy(
+        &dir.path().join("x.db"),
+        &["parse", "--protocol", "thinking", "--tags", "plan"],
+        input,
+    );
     assert!(out.status.success());
     let events = json_lines(&out);
-    assert_eq!(text_of(&events, "content-delta", "delta"), "<thinking>b</thinking>");
+    assert_eq!(
+        text_of(&events, "content-delta", "delta"),
+        "<thinking>b</thinking>"
+    );
     assert_eq!(text_of(&events, "thought-stream", "content"), "a");
 }
 
@@ -84,27 +107,53 @@ fn parse_wire_emits_calls_then_execute() {
         "<think>I should check</think>\n<exec",
         "ute>\n[{\"name\": \"list\", \"args\": {\"path\": \"</execute>\"}}]\n</execute>",
     ];
-    let input: String = chunks.iter().map(|c| serde_json::to_string(c).unwrap() + "\n").collect();
-    let out = looopy(&dir.path().join("x.db"), &["parse", "--protocol", "wire"], &input);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let input: String = chunks
+        .iter()
+        .map(|c| serde_json::to_string(c).unwrap() + "\n")
+        .collect();
+    let out = looopy(
+        &dir.path().join("x.db"),
+        &["parse", "--protocol", "wire"],
+        &input,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let events = json_lines(&out);
     let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
-    let think: String = events.iter().filter(|e| e["type"] == "think").map(|e| e["content"].as_str().unwrap()).collect();
+    let think: String = events
+        .iter()
+        .filter(|e| e["type"] == "think")
+        .map(|e| e["content"].as_str().unwrap())
+        .collect();
     assert_eq!(think, "I should check");
     assert_eq!(types.iter().filter(|t| **t == "call").count(), 1);
     assert_eq!(types.last(), Some(&"execute"));
     let call = events.iter().find(|e| e["type"] == "call").unwrap();
-    assert_eq!(call["content"], serde_json::json!({"name": "list", "args": {"path": "</execute>"}}));
+    assert_eq!(
+        call["content"],
+        serde_json::json!({"name": "list", "args": {"path": "</execute>"}})
+    );
 }
 
 #[test]
 fn parse_bad_line_fails_with_line_number_and_status_2() {
     let dir = tempfile::tempdir().unwrap();
-    let out = looopy(&dir.path().join("x.db"), &["parse", "--protocol", "wire"], "\"ok\"\n[1, 2\n");
+    let out = looopy(
+        &dir.path().join("x.db"),
+        &["parse", "--protocol", "wire"],
+        "\"ok\"\n[1, 2\n",
+    );
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("line 2"), "{stderr}");
-    let invalid_utf8 = looopy(&dir.path().join("x.db"), &["parse", "--protocol", "thinking"], "\"a\"\n\"\u{FFFD}\"\n");
+    let invalid_utf8 = looopy(
+        &dir.path().join("x.db"),
+        &["parse", "--protocol", "thinking"],
+        "\"a\"\n\"\u{FFFD}\"\n",
+    );
     assert!(invalid_utf8.status.success());
 }
 
@@ -125,8 +174,16 @@ fn run_offline_answers_with_the_calculator() {
 fn run_json_prints_the_protocol_events_of_the_whole_turn() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("l.db");
-    let out = looopy(&db, &["run", "--json", "--context", "ctx-json", "What is 6*7?"], "");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = looopy(
+        &db,
+        &["run", "--json", "--context", "ctx-json", "What is 6*7?"],
+        "",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let events = json_lines(&out);
     assert_eq!(events.first().unwrap()["kind"], "task-created");
     let last = events.last().unwrap();
@@ -138,13 +195,23 @@ fn run_json_prints_the_protocol_events_of_the_whole_turn() {
         assert_eq!(e["contextId"], "ctx-json");
     }
     let kinds: Vec<&str> = events.iter().map(|e| e["kind"].as_str().unwrap()).collect();
-    for k in ["tool-start", "tool-complete", "usage", "content-complete", "thought-stream"] {
+    for k in [
+        "tool-start",
+        "tool-complete",
+        "usage",
+        "content-complete",
+        "thought-stream",
+    ] {
         assert!(kinds.contains(&k), "missing {k}: {kinds:?}");
     }
     assert!(text_of(&events, "content-delta", "delta").ends_with("The calculator says 6*7 = 42."));
 
     // A second turn in the same context continues the sequence and sees the history.
-    let out2 = looopy(&db, &["run", "--json", "--context", "ctx-json", "hello again"], "");
+    let out2 = looopy(
+        &db,
+        &["run", "--json", "--context", "ctx-json", "hello again"],
+        "",
+    );
     let events2 = json_lines(&out2);
     assert_eq!(events2[0]["seq"], events.len() as u64 + 1);
 }
@@ -154,7 +221,12 @@ fn a_turn_waiting_for_input_survives_the_process_and_is_resumed_by_another() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("l.db");
     let first = looopy(&db, &["run", "--json", "please ask me a question"], "");
-    assert_eq!(first.status.code(), Some(3), "{}", String::from_utf8_lossy(&first.stderr));
+    assert_eq!(
+        first.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
     let events = json_lines(&first);
     let last = events.last().unwrap();
     assert_eq!(last["kind"], "task-status");
@@ -165,7 +237,11 @@ fn a_turn_waiting_for_input_survives_the_process_and_is_resumed_by_another() {
 
     // A new process answers it.
     let second = looopy(&db, &["resume", "--json", &task, "Ada"], "");
-    assert!(second.status.success(), "{}", String::from_utf8_lossy(&second.stderr));
+    assert!(
+        second.status.success(),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
     let events = json_lines(&second);
     let kinds: Vec<&str> = events.iter().map(|e| e["kind"].as_str().unwrap()).collect();
     assert!(kinds.contains(&"input-received"), "{kinds:?}");

@@ -155,7 +155,7 @@ fn is_event_stream_get(method: &Method, uri: &Uri, headers: &HeaderMap) -> bool 
 /// returns its value, percent-decoded.
 fn take_query_token(request: &mut Request) -> Option<String> {
     let query = request.uri().query()?;
-    if !query.split('&').any(|pair| is_token_pair(pair)) {
+    if !query.split('&').any(is_token_pair) {
         return None;
     }
     let mut token = None;

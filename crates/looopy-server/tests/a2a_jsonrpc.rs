@@ -199,21 +199,22 @@ async fn a_message_with_the_task_id_answers_its_input_request() {
 #[tokio::test]
 async fn subscribing_mid_turn_gets_the_task_so_far_then_the_rest() {
     let server = TestServer::start().await;
-    let started = server
-        .call(
-            Some("1.0"),
-            "SendMessage",
-            json!({"message": v1_message("slow story"), "configuration": {"returnImmediately": true}}),
-        )
-        .await;
-    let id = started["result"]["task"]["id"].as_str().unwrap().to_owned();
-    // Wait until some of the answer is durable, so the snapshot has a prefix.
-    eventually("part of the answer", || async {
-        let got = server.call(Some("1.0"), "GetTask", json!({"id": id})).await;
-        got["result"]["artifacts"][0]["parts"][0]["text"].as_str().filter(|t| t.len() > 10).map(str::to_owned)
-    })
-    .await;
+    let mut id = String::new();
     for version in [Some("1.0"), Some("0.3")] {
+        let started = server
+            .call(
+                Some("1.0"),
+                "SendMessage",
+                json!({"message": v1_message("slow story"), "configuration": {"returnImmediately": true}}),
+            )
+            .await;
+        id = started["result"]["task"]["id"].as_str().unwrap().to_owned();
+        // Wait until some of the answer is durable, so the snapshot has a prefix.
+        eventually("part of the answer", || async {
+            let got = server.call(Some("1.0"), "GetTask", json!({"id": id})).await;
+            got["result"]["artifacts"][0]["parts"][0]["text"].as_str().filter(|t| t.len() > 10).map(str::to_owned)
+        })
+        .await;
         let method = if version == Some("1.0") { "SubscribeToTask" } else { "tasks/resubscribe" };
         let items = server.stream(version, method, json!({"id": id})).await;
         let (first, rest) = items.split_first().unwrap();

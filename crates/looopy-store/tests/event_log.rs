@@ -8,8 +8,6 @@
 
 mod common;
 
-use std::sync::Arc;
-
 use common::delta;
 use looopy_protocol::event::{TaskStatus, ToolStart};
 use looopy_protocol::{Event, EventPayload, TaskState};
@@ -406,24 +404,6 @@ async fn events_queued_while_the_writer_is_busy_commit_in_few_large_batches() {
         "{stats:?}"
     );
     assert_eq!(stats.largest_batch, 2048);
-}
-
-#[tokio::test]
-async fn a_hundred_thousand_events_through_group_commit() {
-    let (_dir, store) = common::open_temp();
-    let log = Arc::new(store.event_log().clone());
-    for seq in 1..=100_000 {
-        log.append(delta("ctx", seq)).await.unwrap();
-    }
-    log.flush().await.unwrap();
-    let stats = log.stats();
-    assert_eq!(stats.events_committed, 100_000);
-    assert_eq!(log.last_seq("ctx").await.unwrap(), 100_000);
-    let tail = log.read_after("ctx", 99_990, 100).await.unwrap();
-    assert_eq!(
-        tail.iter().map(|e| e.seq).collect::<Vec<_>>(),
-        (99_991..=100_000).collect::<Vec<_>>()
-    );
 }
 
 #[tokio::test]

@@ -8,6 +8,8 @@
 //!   and are taken out per 64 KiB of input (a consumer writing batches).
 //!
 //! Run: `cargo bench -p looopy-stream --bench thought -- --measurement-time 3 --warm-up-time 1`
+//! On a shared machine add `LOOOPY_BENCH_CLOCK=thread-cpu` to time on-CPU time of the bench
+//! thread instead of wall time (see `common::timed`).
 
 #[path = "common/mod.rs"]
 mod common;
@@ -67,10 +69,10 @@ fn throughput(c: &mut Criterion) {
         group.throughput(Throughput::Bytes(input.len() as u64));
         group.sample_size(10);
         group.bench_function(BenchmarkId::new("drain-per-chunk", "10MB"), |b| {
-            b.iter(|| drain_per_chunk(black_box(&input), chunk))
+            b.iter_custom(|n| common::timed(n, || drain_per_chunk(black_box(&input), chunk)))
         });
         group.bench_function(BenchmarkId::new("drain-per-64KiB", "10MB"), |b| {
-            b.iter(|| drain_per_batch(black_box(&input), chunk))
+            b.iter_custom(|n| common::timed(n, || drain_per_batch(black_box(&input), chunk)))
         });
         group.finish();
     }
@@ -84,10 +86,10 @@ fn scaling(c: &mut Criterion) {
         group.throughput(Throughput::Bytes(input.len() as u64));
         let label = format!("{}MB", size / MB);
         group.bench_function(BenchmarkId::new("drain-per-chunk", &label), |b| {
-            b.iter(|| drain_per_chunk(black_box(&input), 4))
+            b.iter_custom(|n| common::timed(n, || drain_per_chunk(black_box(&input), 4)))
         });
         group.bench_function(BenchmarkId::new("drain-per-64KiB", &label), |b| {
-            b.iter(|| drain_per_batch(black_box(&input), 4))
+            b.iter_custom(|n| common::timed(n, || drain_per_batch(black_box(&input), 4)))
         });
     }
     group.finish();

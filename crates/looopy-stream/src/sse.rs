@@ -21,8 +21,10 @@
 //! - at end of stream a pending event and an incomplete line are discarded.
 //!
 //! Hostile input: a line longer than the configured cap (16 MiB by default) is discarded
-//! without being buffered further and reported as an [`SseError::LineTooLong`] through
-//! [`SseDecoder::take_errors`]; event parsing resumes at the next line.
+//! without being buffered further and reported as [`SseError::LineTooLong`]; an event whose
+//! data lines add up to more than the cap is discarded and reported as
+//! [`SseError::EventTooLong`]. Errors are collected for [`SseDecoder::take_errors`] (events
+//! stay a plain `Vec<SseEvent>`), and parsing resumes at the next line or event.
 //!
 //! ```
 //! use looopy_stream::sse::SseDecoder;
@@ -77,6 +79,13 @@ pub enum SseError {
         /// The configured cap.
         limit: usize,
     },
+    /// An event's `data` grew past the same cap over many lines; the whole event was
+    /// discarded (parsing resumes after its blank line).
+    #[error("SSE event data exceeds the {limit}-byte limit; event discarded")]
+    EventTooLong {
+        /// The configured cap.
+        limit: usize,
+    },
 }
 
 /// Where the decoder is in recognising the optional leading BOM.
@@ -116,9 +125,9 @@ impl SseDecoder {
         Self::with_max_line_len(DEFAULT_MAX_LINE_LEN)
     }
 
-    /// A decoder that discards (and reports) any line longer than `max` bytes, so a hostile
-    /// server cannot make it buffer without bound. Memory held is at most `max` bytes of line
-    /// plus the event being assembled.
+    /// A decoder that discards (and reports) any line longer than `max` bytes, and any event
+    /// whose data grows past `max` bytes, so a hostile server cannot make it buffer without
+    /// bound: memory held is at most about `max` bytes of line plus `max` bytes of event.
     pub fn with_max_line_len(max: usize) -> Self {
         Self {
             line: Vec::new(),
@@ -126,7 +135,7 @@ impl SseDecoder {
             after_cr: false,
             discarding: false,
             max_line_len: max,
-            builder: EventBuilder::default(),
+            builder: EventBuilder::new(max),
             errors: Vec::new(),
             errors_dropped: 0,
         }
@@ -257,19 +266,25 @@ impl SseDecoder {
         }
         let len = self.line.len() + tail.len();
         if len > self.max_line_len {
-            self.report_long_line();
+            self.report(SseError::LineTooLong {
+                limit: self.max_line_len,
+            });
             self.line.clear();
             return;
         }
-        if self.line.is_empty() {
-            self.builder.process_line(tail, out);
+        let error = if self.line.is_empty() {
+            self.builder.process_line(tail, out)
         } else {
             self.line.extend_from_slice(tail);
-            self.builder.process_line(&self.line, out);
+            let error = self.builder.process_line(&self.line, out);
             self.line.clear();
             if self.line.capacity() > RETAINED_LINE_CAPACITY {
                 self.line.shrink_to(RETAINED_LINE_CAPACITY);
             }
+            error
+        };
+        if let Some(error) = error {
+            self.report(error);
         }
     }
 
@@ -280,7 +295,9 @@ impl SseDecoder {
         }
         let len = self.line.len() + partial.len();
         if len > self.max_line_len {
-            self.report_long_line();
+            self.report(SseError::LineTooLong {
+                limit: self.max_line_len,
+            });
             self.line.clear();
             self.line.shrink_to(RETAINED_LINE_CAPACITY);
             self.discarding = true;
@@ -289,11 +306,8 @@ impl SseDecoder {
         self.line.extend_from_slice(partial);
     }
 
-    fn report_long_line(&mut self) {
-        let error = SseError::LineTooLong {
-            limit: self.max_line_len,
-        };
-        tracing::warn!(%error, "discarding over-long SSE line");
+    fn report(&mut self, error: SseError) {
+        tracing::warn!(%error, "discarding over-long SSE input");
         if self.errors.len() < MAX_STORED_ERRORS {
             self.errors.push(error);
         } else {

@@ -76,9 +76,11 @@
 //! events pile up gets them merged, which saves an allocation per chunk.
 
 mod attrs;
+mod bytes;
 mod entities;
 mod markers;
 mod names;
+mod open;
 mod splitter;
 
 use serde::Serialize;

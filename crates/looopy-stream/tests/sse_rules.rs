@@ -280,6 +280,28 @@ fn over_long_line_is_reported_and_discarded_then_parsing_resumes() {
 }
 
 #[test]
+fn event_whose_data_outgrows_the_cap_is_reported_and_discarded() {
+    let input = b"data: 0123456789\ndata: 0123456789\ndata: x\n\ndata: ok\n\n";
+    let outcome = decode_all_ways_with(Some(16), input);
+    assert_eq!(datas(&outcome), ["ok"]);
+    assert!(matches!(
+        outcome.errors.as_slice(),
+        [SseError::EventTooLong { limit: 16 }]
+    ));
+}
+
+#[test]
+fn endless_data_lines_without_a_blank_line_do_not_grow_memory() {
+    let mut decoder = SseDecoder::with_max_line_len(1024);
+    for _ in 0..10_000 {
+        assert!(decoder.push(b"data: 0123456789abcdef\n").is_empty());
+    }
+    assert_eq!(decoder.take_errors().len(), 1, "one event, one error");
+    let events = decoder.push(b"\ndata: after\n\n");
+    assert_eq!(events, vec![event("message", "after", "")]);
+}
+
+#[test]
 fn over_long_unterminated_line_does_not_grow_memory() {
     let mut decoder = SseDecoder::with_max_line_len(1024);
     for _ in 0..1000 {

@@ -119,6 +119,89 @@ mod tests {
         assert!(reg.get("nope").is_none());
     }
 
+    /// A tool defined at run time, with a hand-written schema.
+    struct Upper;
+
+    impl DynTool for Upper {
+        fn name(&self) -> &str {
+            "upper"
+        }
+        fn description(&self) -> String {
+            "Upper-cases text.".into()
+        }
+        fn parameters(&self) -> serde_json::Value {
+            serde_json::json!({
+                "type": "object",
+                "properties": {"text": {"type": "string"}},
+                "required": ["text"]
+            })
+        }
+        fn call_json<'a>(
+            &'a self,
+            args: serde_json::Value,
+            _ctx: crate::tool::ToolContext,
+        ) -> crate::tool::ToolFuture<'a> {
+            Box::pin(async move {
+                let text = args["text"].as_str().unwrap_or_default();
+                Ok(serde_json::Value::from(text.to_uppercase()))
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn dynamic_tools_are_validated_and_called() {
+        let mut reg = ToolRegistry::new();
+        reg.add_dyn(Arc::new(Upper));
+        let entry = reg.entry("upper").unwrap();
+        assert!(entry.validator.validate(&serde_json::json!({})).is_err());
+        assert!(
+            entry
+                .validator
+                .validate(&serde_json::json!({"text": "a"}))
+                .is_ok()
+        );
+        let out = entry
+            .tool
+            .call_json(
+                serde_json::json!({"text": "abc"}),
+                crate::tool::ToolContext::new("c"),
+            )
+            .await;
+        assert_eq!(out, Ok(serde_json::Value::from("ABC")));
+        assert_eq!(reg.definitions()[0].parameters["required"][0], "text");
+    }
+
+    #[tokio::test]
+    async fn typed_tools_map_their_failures() {
+        let reg = ToolRegistry::builtin();
+        let calc = reg.get("calculator").unwrap();
+        let ctx = || crate::tool::ToolContext::new("c");
+        let ok = calc
+            .call_json(serde_json::json!({"expression": "6*7"}), ctx())
+            .await;
+        assert_eq!(ok, Ok(serde_json::json!(42)));
+        let err = calc
+            .call_json(serde_json::json!({"expression": "1/0"}), ctx())
+            .await;
+        assert_eq!(
+            err,
+            Err(crate::tool::ToolFailure::failed("division by zero"))
+        );
+        let bad = calc.call_json(serde_json::json!({"nope": 1}), ctx()).await;
+        assert!(matches!(
+            bad,
+            Err(crate::tool::ToolFailure::InvalidArguments(_))
+        ));
+        let ask = reg.get("ask_user").unwrap();
+        let paused = ask
+            .call_json(serde_json::json!({"question": "?"}), ctx())
+            .await;
+        assert!(matches!(
+            paused,
+            Err(crate::tool::ToolFailure::NeedsInput(_))
+        ));
+    }
+
     #[test]
     fn adding_a_tool_twice_replaces_it() {
         let mut reg = ToolRegistry::new();

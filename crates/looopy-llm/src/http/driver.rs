@@ -2,9 +2,12 @@
 //! consumer has seen nothing, bounded by an idle timeout, and aborted by dropping it.
 
 use std::collections::VecDeque;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures::Stream;
 use looopy_stream::sse::{SseDecoder, SseEvent};
 use reqwest::header::{CONTENT_TYPE, HeaderMap};
 use reqwest::{Response, Url};
@@ -68,10 +71,54 @@ where
         error: None,
         delivered: false,
     };
-    Box::pin(futures::stream::unfold(call, |mut call| async move {
-        let item = call.next_item().await?;
-        Some((item, call))
-    }))
+    let batches = futures::stream::unfold(call, |mut call| async move {
+        let batch = call.next_batch().await?;
+        Some((batch, call))
+    });
+    Box::pin(Events {
+        batches: Box::pin(batches),
+        current: VecDeque::new(),
+        done: false,
+    })
+}
+
+/// What the call yields: the events decoded from one read of the body, or the final error.
+type Batch = Result<VecDeque<LlmEvent>, LlmError>;
+
+/// Hands out events one by one from the batches the call produces, so the per-event cost
+/// is a queue pop and the async machinery runs once per network read.
+///
+/// The call is polled for the next batch only after the previous one was fully handed
+/// out, so "a batch was yielded" means "the consumer has seen events" — the condition that
+/// stops retries.
+struct Events {
+    batches: Pin<Box<dyn Stream<Item = Batch> + Send>>,
+    current: VecDeque<LlmEvent>,
+    done: bool,
+}
+
+impl Stream for Events {
+    type Item = Result<LlmEvent, LlmError>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        loop {
+            if let Some(event) = this.current.pop_front() {
+                return Poll::Ready(Some(Ok(event)));
+            }
+            if this.done {
+                return Poll::Ready(None);
+            }
+            match ready!(this.batches.as_mut().poll_next(cx)) {
+                Some(Ok(batch)) => this.current = batch,
+                Some(Err(error)) => {
+                    this.done = true;
+                    return Poll::Ready(Some(Err(error)));
+                }
+                None => this.done = true,
+            }
+        }
+    }
 }
 
 enum Phase<D> {
@@ -91,20 +138,21 @@ struct Call<D, F> {
     phase: Phase<D>,
     sse: SseDecoder,
     sse_events: Vec<SseEvent>,
-    /// Decoded events not yet handed to the consumer.
+    /// Decoded events not yet handed out.
     queue: VecDeque<LlmEvent>,
     /// The error that ends the stream once `queue` is drained.
     error: Option<LlmError>,
-    /// Whether the consumer has received any event: from then on nothing is retried.
+    /// Whether a batch was handed out (the consumer has seen events): from then on
+    /// nothing is retried.
     delivered: bool,
 }
 
 impl<D: WireDecoder, F: FnMut() -> D + Send> Call<D, F> {
-    async fn next_item(&mut self) -> Option<Result<LlmEvent, LlmError>> {
+    async fn next_batch(&mut self) -> Option<Batch> {
         loop {
-            if let Some(event) = self.queue.pop_front() {
+            if !self.queue.is_empty() {
                 self.delivered = true;
-                return Some(Ok(event));
+                return Some(Ok(std::mem::take(&mut self.queue)));
             }
             if let Some(error) = self.error.take() {
                 return Some(Err(error));

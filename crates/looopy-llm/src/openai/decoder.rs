@@ -187,38 +187,3 @@ impl WireDecoder for ChatCompletionsDecoder {
     }
 }
 
-#[cfg(test)]
-mod tmp_perf {
-    use super::*;
-    #[test]
-    #[ignore]
-    fn tmp_perf() {
-        let n = 100_000;
-        let mut body = Vec::new();
-        for i in 0..n {
-            body.extend_from_slice(format!("data: {{\"id\":\"chatcmpl-bench\",\"object\":\"chat.completion.chunk\",\"created\":1731000000,\"model\":\"gpt-4o-mini\",\"system_fingerprint\":\"fp_bench\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\" tok{i}\"}},\"logprobs\":null,\"finish_reason\":null}}],\"usage\":null}}\n\n").as_bytes());
-        }
-        for tags in [ThoughtTags::Default, ThoughtTags::Disabled] {
-            let mut sse = looopy_stream::sse::SseDecoder::new();
-            let mut evs = Vec::new();
-            let mut dec = ChatCompletionsDecoder::new(&tags);
-            let mut out = VecDeque::new();
-            let t = std::time::Instant::now();
-            let mut c = 0;
-            for piece in body.chunks(16 * 1024) {
-                sse.push_into(piece, &mut evs);
-                for e in &evs { dec.on_event(e, &mut out).unwrap(); }
-                c += out.len();
-                out.clear();
-                evs.clear();
-            }
-            eprintln!("{tags:?}: {:?} per chunk ({c})", t.elapsed() / n);
-            let t = std::time::Instant::now();
-            for piece in body.chunks(16 * 1024) {
-                sse.push_into(piece, &mut evs);
-                evs.clear();
-            }
-            eprintln!("sse only: {:?} per chunk", t.elapsed() / n);
-        }
-    }
-}

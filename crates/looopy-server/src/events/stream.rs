@@ -29,6 +29,9 @@ use crate::sse::encode_event;
 pub(crate) const REPLAY_PAGE: usize = 256;
 
 /// An event delivered by an [`EventStream`]: replayed from the log, or shared live.
+// Items are moved once from the stream to the encoder, never stored in bulk: boxing the
+// replayed event would cost an allocation per event for nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum StreamedEvent {
     Replayed(Event),

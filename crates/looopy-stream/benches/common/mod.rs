@@ -251,3 +251,31 @@ pub fn chunks(s: &str, max: usize) -> impl Iterator<Item = &str> {
         Some(piece)
     })
 }
+
+/// Runs `f` `iters` times and returns the time taken: wall time by default, or this thread's
+/// CPU time when `LOOOPY_BENCH_CLOCK=thread-cpu` (Linux, from `/proc/thread-self/schedstat`),
+/// so other processes on a shared machine do not count against the result. The CPU clock
+/// advances in scheduler ticks (a few ms): keep samples at 100 ms or more when using it.
+/// Use with criterion's `iter_custom`.
+pub fn timed<O>(iters: u64, mut f: impl FnMut() -> O) -> std::time::Duration {
+    let cpu = std::env::var("LOOOPY_BENCH_CLOCK").is_ok_and(|v| v == "thread-cpu");
+    let start_cpu = if cpu { thread_cpu_ns() } else { None };
+    let start = std::time::Instant::now();
+    for _ in 0..iters {
+        std::hint::black_box(f());
+    }
+    let wall = start.elapsed();
+    match (start_cpu, thread_cpu_ns()) {
+        (Some(a), Some(b)) if cpu => std::time::Duration::from_nanos(b.saturating_sub(a)),
+        _ => wall,
+    }
+}
+
+fn thread_cpu_ns() -> Option<u64> {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}

@@ -2,12 +2,16 @@
 //!
 //! Kept apart from line splitting so each half can be read against its part of the spec.
 
-use super::SseEvent;
+use super::{SseError, SseEvent};
 use std::borrow::Cow;
 
 /// The event being assembled plus the stream-level state (last event id, retry).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct EventBuilder {
+    /// Cap on the data buffer (the decoder's hostile-input limit).
+    max_data_len: usize,
+    /// The current event's data outgrew the cap: ignore its data until the blank line.
+    data_overflow: bool,
     /// Data buffer: every `data` value followed by `\n`.
     data: String,
     /// Event type buffer (empty means `message`).
@@ -20,14 +24,31 @@ pub(super) struct EventBuilder {
 }
 
 impl EventBuilder {
-    /// Processes one complete line (without its terminator).
-    pub(super) fn process_line(&mut self, line: &[u8], out: &mut Vec<SseEvent>) {
+    pub(super) fn new(max_data_len: usize) -> Self {
+        Self {
+            max_data_len,
+            data_overflow: false,
+            data: String::new(),
+            event_type: String::new(),
+            id_buffer: String::new(),
+            last_event_id: String::new(),
+            retry: None,
+        }
+    }
+
+    /// Processes one complete line (without its terminator). Returns an error when this
+    /// line pushed the event's data over the cap (the event is then discarded).
+    pub(super) fn process_line(
+        &mut self,
+        line: &[u8],
+        out: &mut Vec<SseEvent>,
+    ) -> Option<SseError> {
         let Some((&first, _)) = line.split_first() else {
             self.dispatch(out);
-            return;
+            return None;
         };
         if first == b':' {
-            return; // comment
+            return None; // comment
         }
         let (name, value) = match memchr::memchr(b':', line) {
             Some(colon) => {
@@ -37,8 +58,16 @@ impl EventBuilder {
             None => (line, &[][..]),
         };
         match name {
+            b"data" if self.data_overflow => {}
             b"data" => {
                 let value = lossy(value);
+                if self.data.len() + value.len() + 1 > self.max_data_len {
+                    self.data = String::new();
+                    self.data_overflow = true;
+                    return Some(SseError::EventTooLong {
+                        limit: self.max_data_len,
+                    });
+                }
                 // The buffer is handed to the event at dispatch, so size the first line
                 // exactly: most events have one data line and then need no reallocation and
                 // no copy. (Later lines grow it geometrically, keeping appends amortised O(1).)
@@ -67,6 +96,7 @@ impl EventBuilder {
             }
             _ => {}
         }
+        None
     }
 
     /// The spec's "dispatch the event" steps, run on every blank line.
@@ -75,6 +105,8 @@ impl EventBuilder {
             self.last_event_id.clone_from(&self.id_buffer);
         }
         if self.data.is_empty() {
+            // (Also the end of an event discarded for its size.)
+            self.data_overflow = false;
             self.event_type.clear();
             return;
         }
@@ -95,11 +127,15 @@ impl EventBuilder {
 
     /// Whether fields of an undispatched event are buffered.
     pub(super) fn has_pending(&self) -> bool {
-        !self.data.is_empty() || !self.event_type.is_empty() || self.id_buffer != self.last_event_id
+        self.data_overflow
+            || !self.data.is_empty()
+            || !self.event_type.is_empty()
+            || self.id_buffer != self.last_event_id
     }
 
     /// Drops the undispatched event; a new connection starts from the last dispatched id.
     pub(super) fn reset_for_reconnect(&mut self) {
+        self.data_overflow = false;
         self.data.clear();
         self.event_type.clear();
         self.id_buffer.clone_from(&self.last_event_id);

@@ -34,7 +34,7 @@ impl EntityDecoder {
                 }
                 continue;
             }
-            match super::splitter::find_byte(b'&', &bytes[i..]) {
+            match super::bytes::find_byte(b'&', &bytes[i..]) {
                 Some(off) => {
                     out.push_str(&s[i..i + off]);
                     self.pending[0] = b'&';

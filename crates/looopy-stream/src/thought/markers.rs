@@ -4,7 +4,8 @@
 use super::SplitEvent;
 use super::attrs::{AttrKind, Step};
 use super::names::{NameMatch, is_name_byte, is_space};
-use super::splitter::{State, ThoughtSplitter, emit_delta};
+use super::open::emit_delta;
+use super::splitter::{State, ThoughtSplitter};
 
 /// How a byte of a closing-tag candidate fits.
 enum CloseFit {

@@ -1,12 +1,12 @@
 //! The splitter's state, its main loop, and the bulk paths: runs of text, thought body and
 //! attribute values, each found with one `memchr` so ordinary text costs almost nothing.
 
-use super::attrs::{
-    AttrKind, AttrState, AttrValues, TagScanner, non_empty, parse_confidence, unquoted_run,
-};
+use super::attrs::{AttrKind, AttrState, AttrValues, TagScanner, unquoted_run};
+use super::bytes::{find_byte, floor_char_boundary, small_contains};
 use super::entities::EntityDecoder;
 use super::names::{NameMatch, TagNames};
-use super::{SplitEvent, Thought, ThoughtConfig};
+use super::open::{OpenThought, emit_delta, emit_text};
+use super::{SplitEvent, ThoughtConfig};
 
 /// Bytes always allowed on top of the longest tag name, so `</name >`-style markers fit.
 const CAP_SLACK: usize = 8;
@@ -36,19 +36,6 @@ pub(super) enum State {
     CommittedJunk { slash: bool },
 }
 
-/// The thought currently open.
-#[derive(Debug, Clone)]
-pub(super) struct OpenThought {
-    pub(super) id: String,
-    pub(super) tag: usize,
-    pub(super) content: String,
-    /// Open tags of the same name, this one included.
-    pub(super) depth: u32,
-    pub(super) thought_type: Option<String>,
-    pub(super) verbosity: Option<String>,
-    pub(super) confidence: Option<f64>,
-}
-
 /// Incremental splitter of model text into content and thoughts; see the [module
 /// docs](super) for the formats and rules.
 #[derive(Debug, Clone)]
@@ -56,8 +43,8 @@ pub struct ThoughtSplitter {
     pub(super) names: TagNames,
     /// Longest undecided marker, in bytes.
     pub(super) cap: usize,
-    id_prefix: String,
-    generated: u64,
+    pub(super) id_prefix: String,
+    pub(super) generated: u64,
     pub(super) state: State,
     /// Raw text of the undecided marker.
     pub(super) held: String,
@@ -151,9 +138,7 @@ impl ThoughtSplitter {
             },
             State::OpenAttrs => match self.scan.state() {
                 // Undecided tag: value text is only held (decoded when the value ends).
-                AttrState::Quoted(q)
-                    if !has(q) && self.held.len() + chunk.len() <= self.cap =>
-                {
+                AttrState::Quoted(q) if !has(q) && self.held.len() + chunk.len() <= self.cap => {
                     self.held.push_str(chunk)
                 }
                 _ => return false,
@@ -426,150 +411,4 @@ impl ThoughtSplitter {
         self.value_kind = AttrKind::Other;
         self.decoder.reset();
     }
-
-    /// Emits `ThoughtStart` for the top-level tag being read and makes it the open thought.
-    pub(super) fn open_thought(&mut self, out: &mut Vec<SplitEvent>) {
-        let id = match non_empty(self.attrs.id.take()) {
-            Some(id) => id,
-            None => {
-                self.generated += 1;
-                format!("{}{}", self.id_prefix, self.generated)
-            }
-        };
-        out.push(SplitEvent::ThoughtStart {
-            id: id.clone(),
-            tag: self.names.name(self.pending_tag).to_owned(),
-        });
-        self.open = Some(OpenThought {
-            id,
-            tag: self.pending_tag,
-            content: String::new(),
-            depth: 1,
-            thought_type: None,
-            verbosity: None,
-            confidence: None,
-        });
-    }
-
-    /// Moves the collected metadata attributes onto the open thought.
-    pub(super) fn take_metadata(&mut self) {
-        if let Some(open) = self.open.as_mut() {
-            open.thought_type = non_empty(self.attrs.thought_type.take());
-            open.verbosity = non_empty(self.attrs.verbosity.take());
-            open.confidence = self
-                .attrs
-                .confidence
-                .take()
-                .and_then(|c| parse_confidence(&c));
-        }
-        self.attrs.clear();
-    }
-
-    /// Closes the open thought, if any, with `ThoughtEnd`.
-    pub(super) fn end_thought(&mut self, truncated: bool, out: &mut Vec<SplitEvent>) {
-        if let Some(open) = self.open.take() {
-            out.push(SplitEvent::ThoughtEnd(Thought {
-                id: open.id,
-                tag: self.names.name(open.tag).to_owned(),
-                content: open.content,
-                thought_type: open.thought_type,
-                verbosity: open.verbosity,
-                confidence: open.confidence,
-                truncated,
-            }));
-        }
-    }
-}
-
-/// Position of `needle` in `haystack`. Model output often arrives a few bytes at a time, and
-/// for such short slices a plain loop beats `memchr`'s setup.
-#[inline]
-pub(super) fn find_byte(needle: u8, haystack: &[u8]) -> Option<usize> {
-    if haystack.len() < 16 {
-        haystack.iter().position(|b| *b == needle)
-    } else {
-        memchr::memchr(needle, haystack)
-    }
-}
-
-/// Appends content, extending a trailing `Text` event.
-#[inline(always)]
-pub(super) fn emit_text(out: &mut Vec<SplitEvent>, text: &str) {
-    if text.is_empty() {
-        return;
-    }
-    match out.last_mut() {
-        Some(SplitEvent::Text(last)) => last.push_str(text),
-        _ => out.push(SplitEvent::Text(text.to_owned())),
-    }
-}
-
-/// Appends thought text, extending a trailing delta of the same thought.
-#[inline]
-pub(super) fn emit_delta(out: &mut Vec<SplitEvent>, open: &mut OpenThought, text: &str) {
-    if text.is_empty() {
-        return;
-    }
-    open.content.push_str(text);
-    match out.last_mut() {
-        Some(SplitEvent::ThoughtDelta { id, delta }) if same_id(id, &open.id) => {
-            delta.push_str(text)
-        }
-        _ => out.push(SplitEvent::ThoughtDelta {
-            id: open.id.clone(),
-            delta: text.to_owned(),
-        }),
-    }
-}
-
-/// Whether `bytes` (at most 16 of them) contain `needle`, with two overlapping word loads
-/// instead of a loop or a `memchr` call: this runs on every small chunk.
-#[inline(always)]
-fn small_contains(bytes: &[u8], needle: u8) -> bool {
-    fn has_zero_byte(x: u64) -> bool {
-        x.wrapping_sub(0x0101_0101_0101_0101) & !x & 0x8080_8080_8080_8080 != 0
-    }
-    let splat = u64::from(needle) * 0x0101_0101_0101_0101;
-    let n = bytes.len();
-    let word = |at: usize, width: usize| -> u64 {
-        let mut w = [needle ^ 0xFF; 8];
-        if let (Some(dst), Some(src)) = (w.get_mut(..width), bytes.get(at..at + width)) {
-            dst.copy_from_slice(src);
-        }
-        u64::from_le_bytes(w) ^ splat
-    };
-    match n {
-        0 => false,
-        1..=3 => bytes.iter().any(|b| *b == needle),
-        4..=7 => has_zero_byte(word(0, 4)) || has_zero_byte(word(n - 4, 4)),
-        8..=16 => has_zero_byte(word(0, 8)) || has_zero_byte(word(n - 8, 8)),
-        _ => memchr::memchr(needle, bytes).is_some(),
-    }
-}
-
-/// `a == b`, word-wise for short ids: this runs once per delta, and both a `memcmp` call and
-/// a byte loop cost more than the rest of a small delta.
-#[inline]
-fn same_id(a: &str, b: &str) -> bool {
-    fn word<const N: usize>(s: &[u8], at: usize) -> Option<[u8; N]> {
-        s.get(at..at + N).and_then(|w| w.try_into().ok())
-    }
-    let (a, b, n) = (a.as_bytes(), b.as_bytes(), a.len());
-    if n != b.len() {
-        return false;
-    }
-    match n {
-        4..=7 => word::<4>(a, 0) == word(b, 0) && word::<4>(a, n - 4) == word(b, n - 4),
-        8..=16 => word::<8>(a, 0) == word(b, 0) && word::<8>(a, n - 8) == word(b, n - 8),
-        _ => a == b,
-    }
-}
-
-/// Largest char boundary of `s` at or below `at`.
-fn floor_char_boundary(s: &str, at: usize) -> usize {
-    let mut at = at.min(s.len());
-    while !s.is_char_boundary(at) {
-        at -= 1;
-    }
-    at
 }
