@@ -99,7 +99,10 @@ impl Turn {
             emitter: emitter.clone(),
             timeout: shared.config.tool_timeout,
             permits: Arc::new(tokio::sync::Semaphore::new(
-                shared.config.tool_concurrency.max(1),
+                shared
+                    .config
+                    .tool_concurrency
+                    .clamp(1, tokio::sync::Semaphore::MAX_PERMITS),
             )),
             cancel: cancel.clone(),
             running: Default::default(),

@@ -68,8 +68,14 @@ pub(crate) struct PendingInput {
 impl PendingTurn {
     /// Reads the saved state; `None` if it is missing or of another version.
     pub(crate) fn from_value(value: &Value) -> Option<Self> {
-        let pending: Self = serde_json::from_value(value.clone()).ok()?;
-        (pending.version == PENDING_VERSION).then_some(pending)
+        let mut pending: Self = serde_json::from_value(value.clone()).ok()?;
+        if pending.version != PENDING_VERSION {
+            return None;
+        }
+        // Stored data is outside input: indices that point nowhere are dropped.
+        let calls = pending.calls.len();
+        pending.paused.retain(|&i| i < calls);
+        Some(pending)
     }
 
     pub(crate) fn to_value(&self) -> Value {
@@ -158,6 +164,9 @@ mod tests {
         other["version"] = json!(99);
         assert_eq!(PendingTurn::from_value(&other), None);
         assert_eq!(PendingTurn::from_value(&json!({"x": 1})), None);
+        let mut broken = value.clone();
+        broken["paused"] = json!([1, 7]);
+        assert_eq!(PendingTurn::from_value(&broken).unwrap().paused, [1]);
         assert_eq!(p.current().map(|c| c.call.id.as_str()), Some("b"));
     }
 

@@ -101,8 +101,9 @@ pub(crate) async fn run_step(
     drop(source);
     if !matches!(end, StepEnd::Finished) {
         batch_cancel.cancel();
-        step.close_open_thoughts().await?;
     }
+    // Normally empty; thoughts left open by a cut (or a provider that never closed them).
+    step.close_open_thoughts().await?;
     while let Some((slot, outcome)) = step.running.next().await {
         step.slots[slot].2 = Some(outcome?);
     }

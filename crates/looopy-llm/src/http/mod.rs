@@ -6,6 +6,7 @@ mod error_body;
 pub(crate) mod lenient;
 mod retry;
 
+use std::fmt;
 use std::time::Duration;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
@@ -17,7 +18,7 @@ pub(crate) use retry::RetryPolicy;
 use crate::LlmError;
 
 /// Connection and retry settings common to every HTTP provider.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub struct HttpSettings {
     /// Extra request headers (gateway keys, organisation ids, tracing headers).
     pub headers: Vec<(String, String)>,
@@ -46,6 +47,22 @@ impl Default for HttpSettings {
             max_backoff: Duration::from_secs(20),
             max_retry_after: Duration::from_secs(60),
         }
+    }
+}
+
+impl fmt::Debug for HttpSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Extra headers often carry credentials: show their names only.
+        let header_names: Vec<&str> = self.headers.iter().map(|(name, _)| name.as_str()).collect();
+        f.debug_struct("HttpSettings")
+            .field("headers", &header_names)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("max_retries", &self.max_retries)
+            .field("initial_backoff", &self.initial_backoff)
+            .field("max_backoff", &self.max_backoff)
+            .field("max_retry_after", &self.max_retry_after)
+            .finish()
     }
 }
 
@@ -132,11 +149,19 @@ pub(crate) fn failed(error: LlmError) -> crate::LlmStream {
     Box::pin(futures::stream::once(async move { Err(error) }))
 }
 
-/// `base` without trailing slashes, joined with `path`.
+/// `base` with `path` appended to its path (a query string, as Azure-style gateways use,
+/// is kept).
 pub(crate) fn join_url(base: &str, path: &str) -> Result<reqwest::Url, LlmError> {
-    let joined = format!("{}{path}", base.trim_end_matches('/'));
-    reqwest::Url::parse(&joined)
-        .map_err(|e| LlmError::Config(format!("invalid base URL {base:?}: {e}")))
+    let mut url = reqwest::Url::parse(base.trim())
+        .map_err(|e| LlmError::Config(format!("invalid base URL {base:?}: {e}")))?;
+    if url.cannot_be_a_base() || !matches!(url.scheme(), "http" | "https") {
+        return Err(LlmError::Config(format!(
+            "base URL {base:?} must be an http(s) URL"
+        )));
+    }
+    let joined = format!("{}{path}", url.path().trim_end_matches('/'));
+    url.set_path(&joined);
+    Ok(url)
 }
 
 /// Builder-style setters shared by provider configs that have `http: HttpSettings` and
@@ -202,6 +227,16 @@ pub(crate) use http_setters;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_output_hides_header_values() {
+        let settings = HttpSettings {
+            headers: vec![("api-key".into(), "secret-value".into())],
+            ..HttpSettings::default()
+        };
+        let shown = format!("{settings:?}");
+        assert!(shown.contains("api-key") && !shown.contains("secret-value"));
+    }
 
     #[test]
     fn headers_are_validated_and_extra_headers_win() {

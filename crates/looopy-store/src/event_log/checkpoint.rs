@@ -96,9 +96,7 @@ impl Checkpointer {
             }
         }
     }
-}
 
-impl Checkpointer {
     /// Called by the writer between transactions: once the WAL is `rewind_pages` long,
     /// completes a checkpoint on the writer's own connection so the next commit rewinds it.
     /// While the thread is mid-checkpoint this returns at once (busy) and is retried after
