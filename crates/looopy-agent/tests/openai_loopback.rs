@@ -165,7 +165,7 @@ async fn cancelling_a_turn_aborts_the_http_request() {
             )
         }
     };
-    let app = Router::new().route("/v1/chat/completions", post(move || endless()));
+    let app = Router::new().route("/v1/chat/completions", post(endless));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let serving = tokio::spawn(async move { axum::serve(listener, app).await });

@@ -8,13 +8,17 @@ use axum::http::HeaderMap;
 use looopy_agent::{Agent, AgentError, TurnHandle};
 use looopy_protocol::ids::is_valid_id;
 use looopy_store::{ContextRecord, Store, TaskRecord};
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::{Authenticator, Principal};
-use crate::events::{CloseRule, EventFilter, EventRouter, EventStream, Subscription};
+use crate::events::{CloseRule, EventFilter, EventRouter, EventStream, StreamSource, Subscription};
 use crate::limits::{StreamLimiter, StreamPermit};
 use crate::turns::Turns;
 use crate::{ApiError, ConnHandle, ServerConfig, ServerError};
+
+/// Concurrent log reads by streams (see `Inner::log_readers`).
+const LOG_READERS: usize = 8;
 
 /// Shared state of one server; cheap to clone.
 #[derive(Clone)]
@@ -33,6 +37,9 @@ struct Inner {
     /// Cancelled when the server stops: the event router task ends.
     stopped: CancellationToken,
     turns: Turns,
+    /// Bounds concurrent log reads by streams (replay pages, resume checks), so a crowd of
+    /// clients reconnecting at once queues up instead of opening a database connection each.
+    log_readers: Arc<Semaphore>,
 }
 
 impl Drop for Inner {
@@ -92,6 +99,7 @@ impl AppState {
                 shutdown: CancellationToken::new(),
                 stopped,
                 turns: Turns::default(),
+                log_readers: Arc::new(Semaphore::new(LOG_READERS)),
             }),
         })
     }
@@ -282,16 +290,12 @@ impl AppState {
         }
     }
 
-    /// The resume point of a context stream: the `Last-Event-ID` header, else the
+    /// The resume point a client asks for: the `Last-Event-ID` header, else the
     /// `lastEventId` query parameter, else 0 (the beginning). The header wins because
     /// `EventSource` sends it on reconnection while the URL keeps its original query.
-    /// Not a number, or ahead of the log, is a 400 — never a silently empty stream.
-    pub async fn resume_point(
-        &self,
-        context_id: &str,
-        headers: &HeaderMap,
-        query: Option<&str>,
-    ) -> Result<u64, ApiError> {
+    /// Anything but a non-negative integer is a 400 ([`open_stream`](Self::open_stream)
+    /// rejects one ahead of the log).
+    pub fn last_event_id(headers: &HeaderMap, query: Option<&str>) -> Result<u64, ApiError> {
         let header = match headers.get("last-event-id") {
             Some(value) => Some(value.to_str().map_err(|_| invalid_last_event_id())?),
             None => None,
@@ -301,15 +305,7 @@ impl AppState {
         if !raw.bytes().all(|b| b.is_ascii_digit()) {
             return Err(invalid_last_event_id());
         }
-        let after: u64 = raw.parse().map_err(|_| invalid_last_event_id())?;
-        let last = self.store().event_log().last_seq(context_id).await?;
-        if after > last {
-            return Err(ApiError::bad_request(
-                "last_event_id_ahead",
-                format!("Last-Event-ID {after} is ahead of this context's event log (last id {last})"),
-            ));
-        }
-        Ok(after)
+        raw.parse().map_err(|_| invalid_last_event_id())
     }
 
     /// Takes one of `principal`'s stream slots (429 when all are in use, 503 when
@@ -324,16 +320,18 @@ impl AppState {
             .ok_or_else(|| ApiError::too_many_streams(self.inner.limiter.max()))
     }
 
-    /// Opens an event stream: registers with the router first, then replays the log after
-    /// `after_seq` lazily as the client reads, then follows live events. `internal:*`
-    /// events are removed unless the server allows them, whatever `filter` says.
-    /// `conn` lets the router close a stalled client's connection.
-    pub fn open_stream(
+    /// Opens an event stream: registers with the router first (buffering live events),
+    /// then checks the resume point against the log — a 400 when it is ahead of it, never
+    /// a silently empty stream — and replays the log after it lazily as the client reads
+    /// (nothing to read when the client is caught up), then follows live events.
+    /// `internal:*` events are removed unless the server allows them, whatever `filter`
+    /// says. `conn` lets the router close a stalled client's connection.
+    pub async fn open_stream(
         &self,
         permit: StreamPermit,
         conn: Option<ConnHandle>,
         request: StreamRequest,
-    ) -> EventStream {
+    ) -> Result<EventStream, ApiError> {
         let StreamRequest {
             context_id,
             after_seq,
@@ -342,17 +340,32 @@ impl AppState {
         } = request;
         filter.include_internal &= self.inner.config.allow_internal;
         let context_id: Arc<str> = Arc::from(context_id);
-        let subscription = Arc::new(Subscription { filter, close });
         let registration = self.inner.router.register(Arc::clone(&context_id), conn);
-        EventStream::new(
-            self.store().clone(),
-            context_id,
+        let last = {
+            let _reading = self.inner.log_readers.acquire().await;
+            self.store().event_log().last_seq(&context_id).await?
+        };
+        if after_seq > last {
+            return Err(ApiError::bad_request(
+                "last_event_id_ahead",
+                format!(
+                    "Last-Event-ID {after_seq} is ahead of this context's event log (last id {last})"
+                ),
+            ));
+        }
+        Ok(EventStream::new(
+            StreamSource {
+                store: self.store().clone(),
+                log_readers: Arc::clone(&self.inner.log_readers),
+                context_id,
+                replay_until: last,
+            },
             after_seq,
-            subscription,
+            Arc::new(Subscription { filter, close }),
             registration,
             self.shutdown_signal(),
             Some(permit),
-        )
+        ))
     }
 }
 

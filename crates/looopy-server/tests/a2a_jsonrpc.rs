@@ -21,8 +21,14 @@ fn v03_message(text: &str) -> Value {
 fn redact(items: &[Value]) -> Value {
     let first = &items[0];
     let (task, context) = match (first.get("task"), first.get("kind")) {
-        (Some(t), _) => (t["id"].as_str().unwrap().to_owned(), t["contextId"].as_str().unwrap().to_owned()),
-        (None, Some(_)) => (first["id"].as_str().unwrap().to_owned(), first["contextId"].as_str().unwrap().to_owned()),
+        (Some(t), _) => (
+            t["id"].as_str().unwrap().to_owned(),
+            t["contextId"].as_str().unwrap().to_owned(),
+        ),
+        (None, Some(_)) => (
+            first["id"].as_str().unwrap().to_owned(),
+            first["contextId"].as_str().unwrap().to_owned(),
+        ),
         _ => panic!("a stream starts with a task: {first}"),
     };
     fn walk(v: &mut Value, task: &str, context: &str) {
@@ -60,17 +66,33 @@ fn v1_answer(items: &[Value]) -> String {
 async fn v1_streaming_message_matches_the_official_shape() {
     let server = TestServer::start().await;
     let items = server
-        .stream(Some("1.0"), "SendStreamingMessage", json!({"message": v1_message("hello there")}))
+        .stream(
+            Some("1.0"),
+            "SendStreamingMessage",
+            json!({"message": v1_message("hello there")}),
+        )
         .await;
     // Task first, then working, the answer in chunks, and the terminal state last.
     assert_eq!(items[0]["task"]["status"]["state"], "TASK_STATE_SUBMITTED");
     assert_eq!(items[0]["task"]["history"][0]["messageId"], "m-11");
-    assert_eq!(items[1]["statusUpdate"]["status"]["state"], "TASK_STATE_WORKING");
+    assert_eq!(
+        items[1]["statusUpdate"]["status"]["state"],
+        "TASK_STATE_WORKING"
+    );
     let last = items.last().unwrap();
-    assert_eq!(last["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED");
-    assert!(last["statusUpdate"].get("final").is_none(), "v1.0 has no final flag");
+    assert_eq!(
+        last["statusUpdate"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+    assert!(
+        last["statusUpdate"].get("final").is_none(),
+        "v1.0 has no final flag"
+    );
     assert_eq!(v1_answer(&items), "Echo: hello there");
-    let chunks: Vec<&Value> = items.iter().filter_map(|i| i.get("artifactUpdate")).collect();
+    let chunks: Vec<&Value> = items
+        .iter()
+        .filter_map(|i| i.get("artifactUpdate"))
+        .collect();
     assert!(chunks.len() > 2, "streamed as deltas, not one block");
     assert_eq!(chunks[0]["artifact"]["name"], "answer");
     assert!(chunks[0].get("append").is_none());
@@ -96,22 +118,38 @@ async fn v03_streaming_message_matches_the_official_shape() {
     let mut items = Vec::new();
     while let Some(e) = sse.next().await {
         let frame: Value = serde_json::from_str(&e.data).unwrap();
-        assert_eq!((frame["jsonrpc"].as_str(), frame["id"].as_str()), (Some("2.0"), Some("r2")));
+        assert_eq!(
+            (frame["jsonrpc"].as_str(), frame["id"].as_str()),
+            (Some("2.0"), Some("r2"))
+        );
         items.push(frame["result"].clone());
     }
     assert_eq!(items[0]["kind"], "task");
     assert_eq!(items[0]["status"]["state"], "submitted");
-    assert_eq!(items[0]["history"][0]["parts"][0], json!({"kind": "text", "text": "yo"}));
+    assert_eq!(
+        items[0]["history"][0]["parts"][0],
+        json!({"kind": "text", "text": "yo"})
+    );
     let statuses: Vec<(&str, bool)> = items
         .iter()
         .filter(|i| i["kind"] == "status-update")
-        .map(|i| (i["status"]["state"].as_str().unwrap(), i["final"].as_bool().unwrap()))
+        .map(|i| {
+            (
+                i["status"]["state"].as_str().unwrap(),
+                i["final"].as_bool().unwrap(),
+            )
+        })
         .collect();
     assert_eq!(statuses, [("working", false), ("completed", true)]);
     let text: String = items
         .iter()
         .filter(|i| i["kind"] == "artifact-update")
-        .map(|i| i["artifact"]["parts"][0]["text"].as_str().unwrap().to_owned())
+        .map(|i| {
+            i["artifact"]["parts"][0]["text"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
         .collect();
     assert_eq!(text, "Echo: yo");
     insta::assert_json_snapshot!("v03_stream", redact(&items));
@@ -122,28 +160,52 @@ async fn v03_streaming_message_matches_the_official_shape() {
 async fn blocking_send_returns_the_finished_task_and_get_task_agrees() {
     let server = TestServer::start().await;
     let reply = server
-        .call(Some("1.0"), "SendMessage", json!({"message": v1_message("think about it")}))
+        .call(
+            Some("1.0"),
+            "SendMessage",
+            json!({"message": v1_message("think about it")}),
+        )
         .await;
     let task = &reply["result"]["task"];
     assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED");
-    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "Thought it through: 42.");
+    assert_eq!(
+        task["artifacts"][0]["parts"][0]["text"],
+        "Thought it through: 42."
+    );
     let id = task["id"].as_str().unwrap();
     let history = task["history"].as_array().unwrap();
     assert_eq!(history[0]["role"], "ROLE_USER");
     assert_eq!(history[0]["parts"][0]["text"], "think about it");
     assert_eq!(history.last().unwrap()["role"], "ROLE_AGENT");
 
-    let got = server.call(Some("1.0"), "GetTask", json!({"id": id, "historyLength": 1})).await;
+    let got = server
+        .call(
+            Some("1.0"),
+            "GetTask",
+            json!({"id": id, "historyLength": 1}),
+        )
+        .await;
     assert_eq!(got["result"]["artifacts"], task["artifacts"]);
     assert_eq!(got["result"]["history"].as_array().unwrap().len(), 1);
     let old = server.call(None, "tasks/get", json!({"id": id})).await;
     assert_eq!(old["result"]["kind"], "task");
     assert_eq!(old["result"]["status"]["state"], "completed");
-    assert_eq!(old["result"]["artifacts"][0]["parts"][0]["text"], "Thought it through: 42.");
+    assert_eq!(
+        old["result"]["artifacts"][0]["parts"][0]["text"],
+        "Thought it through: 42."
+    );
 
     // v0.3 message/send blocks by default too; returnImmediately answers at once.
-    let sent = server.call(None, "message/send", json!({"message": v03_message("hi")})).await;
-    assert_eq!((sent["result"]["kind"].as_str(), sent["result"]["status"]["state"].as_str()), (Some("task"), Some("completed")));
+    let sent = server
+        .call(None, "message/send", json!({"message": v03_message("hi")}))
+        .await;
+    assert_eq!(
+        (
+            sent["result"]["kind"].as_str(),
+            sent["result"]["status"]["state"].as_str()
+        ),
+        (Some("task"), Some("completed"))
+    );
     let quick = server
         .call(
             Some("1.0"),
@@ -152,18 +214,33 @@ async fn blocking_send_returns_the_finished_task_and_get_task_agrees() {
         )
         .await;
     let state = quick["result"]["task"]["status"]["state"].as_str().unwrap();
-    assert!(matches!(state, "TASK_STATE_SUBMITTED" | "TASK_STATE_WORKING"), "{state}");
+    assert!(
+        matches!(state, "TASK_STATE_SUBMITTED" | "TASK_STATE_WORKING"),
+        "{state}"
+    );
     server.shutdown().await;
 }
 
 #[tokio::test]
 async fn a_message_with_the_task_id_answers_its_input_request() {
     let server = TestServer::start().await;
-    let reply = server.call(Some("1.0"), "SendMessage", json!({"message": v1_message("ask me something")})).await;
+    let reply = server
+        .call(
+            Some("1.0"),
+            "SendMessage",
+            json!({"message": v1_message("ask me something")}),
+        )
+        .await;
     let task = &reply["result"]["task"];
     assert_eq!(task["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
-    assert_eq!(task["status"]["message"]["parts"][0]["text"], "What is your name?");
-    let (id, ctx) = (task["id"].as_str().unwrap(), task["contextId"].as_str().unwrap());
+    assert_eq!(
+        task["status"]["message"]["parts"][0]["text"],
+        "What is your name?"
+    );
+    let (id, ctx) = (
+        task["id"].as_str().unwrap(),
+        task["contextId"].as_str().unwrap(),
+    );
 
     // A new message in the context without the task id is refused while it waits.
     let busy = server
@@ -181,10 +258,21 @@ async fn a_message_with_the_task_id_answers_its_input_request() {
     // The resumed stream starts with the task as it is (working, its answer so far), then
     // appends to the same answer artifact.
     assert_eq!(items[0]["task"]["status"]["state"], "TASK_STATE_WORKING");
-    assert_eq!(items[0]["task"]["artifacts"][0]["parts"][0]["text"], "Let me ask. ");
-    assert!(items[1..].iter().filter_map(|i| i.get("artifactUpdate")).all(|u| u["append"] == true));
+    assert_eq!(
+        items[0]["task"]["artifacts"][0]["parts"][0]["text"],
+        "Let me ask. "
+    );
+    assert!(
+        items[1..]
+            .iter()
+            .filter_map(|i| i.get("artifactUpdate"))
+            .all(|u| u["append"] == true)
+    );
     assert_eq!(v1_answer(&items[1..]), "Thanks, Ada!");
-    assert_eq!(items.last().unwrap()["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(
+        items.last().unwrap()["statusUpdate"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
 
     // A finished task accepts no more messages.
     let done = server
@@ -192,7 +280,10 @@ async fn a_message_with_the_task_id_answers_its_input_request() {
         .await;
     assert_eq!(done["error"]["code"], -32004);
     let got = server.call(Some("1.0"), "GetTask", json!({"id": id})).await;
-    assert_eq!(got["result"]["artifacts"][0]["parts"][0]["text"], "Let me ask. Thanks, Ada!");
+    assert_eq!(
+        got["result"]["artifacts"][0]["parts"][0]["text"],
+        "Let me ask. Thanks, Ada!"
+    );
     server.shutdown().await;
 }
 
@@ -212,22 +303,38 @@ async fn subscribing_mid_turn_gets_the_task_so_far_then_the_rest() {
         // Wait until some of the answer is durable, so the snapshot has a prefix.
         eventually("part of the answer", || async {
             let got = server.call(Some("1.0"), "GetTask", json!({"id": id})).await;
-            got["result"]["artifacts"][0]["parts"][0]["text"].as_str().filter(|t| t.len() > 10).map(str::to_owned)
+            got["result"]["artifacts"][0]["parts"][0]["text"]
+                .as_str()
+                .filter(|t| t.len() > 10)
+                .map(str::to_owned)
         })
         .await;
-        let method = if version == Some("1.0") { "SubscribeToTask" } else { "tasks/resubscribe" };
+        let method = if version == Some("1.0") {
+            "SubscribeToTask"
+        } else {
+            "tasks/resubscribe"
+        };
         let items = server.stream(version, method, json!({"id": id})).await;
         let (first, rest) = items.split_first().unwrap();
         let text = if version == Some("1.0") {
-            let prefix = first["task"]["artifacts"][0]["parts"][0]["text"].as_str().unwrap_or_default();
+            let prefix = first["task"]["artifacts"][0]["parts"][0]["text"]
+                .as_str()
+                .unwrap_or_default();
             format!("{prefix}{}", v1_answer(rest))
         } else {
             assert_eq!(first["kind"], "task");
-            let prefix = first["artifacts"][0]["parts"][0]["text"].as_str().unwrap_or_default();
+            let prefix = first["artifacts"][0]["parts"][0]["text"]
+                .as_str()
+                .unwrap_or_default();
             let more: String = rest
                 .iter()
                 .filter(|i| i["kind"] == "artifact-update")
-                .map(|i| i["artifact"]["parts"][0]["text"].as_str().unwrap().to_owned())
+                .map(|i| {
+                    i["artifact"]["parts"][0]["text"]
+                        .as_str()
+                        .unwrap()
+                        .to_owned()
+                })
                 .collect();
             format!("{prefix}{more}")
         };
@@ -235,7 +342,9 @@ async fn subscribing_mid_turn_gets_the_task_so_far_then_the_rest() {
         assert_eq!(text, SLOW_ANSWER, "{version:?}");
     }
     // The task is finished now: nothing to subscribe to.
-    let r = server.call(Some("1.0"), "SubscribeToTask", json!({"id": id})).await;
+    let r = server
+        .call(Some("1.0"), "SubscribeToTask", json!({"id": id}))
+        .await;
     assert_eq!(r["error"]["code"], -32004);
     server.shutdown().await;
 }
@@ -247,21 +356,37 @@ async fn cancel_task_cancels_a_running_turn_once() {
         .call(Some("1.0"), "SendMessage", json!({"message": v1_message("slow one"), "configuration": {"returnImmediately": true}}))
         .await;
     let id = started["result"]["task"]["id"].as_str().unwrap().to_owned();
-    let canceled = server.call(Some("1.0"), "CancelTask", json!({"id": id})).await;
-    assert_eq!(canceled["result"]["status"]["state"], "TASK_STATE_CANCELED", "{canceled}");
-    let again = server.call(Some("1.0"), "CancelTask", json!({"id": id})).await;
+    let canceled = server
+        .call(Some("1.0"), "CancelTask", json!({"id": id}))
+        .await;
+    assert_eq!(
+        canceled["result"]["status"]["state"], "TASK_STATE_CANCELED",
+        "{canceled}"
+    );
+    let again = server
+        .call(Some("1.0"), "CancelTask", json!({"id": id}))
+        .await;
     assert_eq!(again["error"]["code"], -32002);
     assert_eq!(again["error"]["data"][0]["reason"], "TASK_NOT_CANCELABLE");
     let old = server.call(None, "tasks/cancel", json!({"id": id})).await;
     assert_eq!(old["error"]["code"], -32002);
 
     // A task waiting for input is canceled too.
-    let paused = server.call(None, "message/send", json!({"message": v03_message("ask me")})).await;
+    let paused = server
+        .call(
+            None,
+            "message/send",
+            json!({"message": v03_message("ask me")}),
+        )
+        .await;
     assert_eq!(paused["result"]["status"]["state"], "input-required");
     let canceled = server
         .call(None, "tasks/cancel", json!({"id": paused["result"]["id"]}))
         .await;
-    assert_eq!(canceled["result"]["status"]["state"], "canceled", "{canceled}");
+    assert_eq!(
+        canceled["result"]["status"]["state"], "canceled",
+        "{canceled}"
+    );
     server.shutdown().await;
 }
 
@@ -271,22 +396,37 @@ async fn list_tasks_pages_newest_first_and_filters() {
     let mut ids = Vec::new();
     for text in ["one", "two", "three"] {
         let msg = json!({"messageId": text, "contextId": "ctx-list", "role": "ROLE_USER", "parts": [{"text": text}]});
-        let r = server.call(Some("1.0"), "SendMessage", json!({"message": msg})).await;
+        let r = server
+            .call(Some("1.0"), "SendMessage", json!({"message": msg}))
+            .await;
         ids.push(r["result"]["task"]["id"].as_str().unwrap().to_owned());
     }
-    server.call(Some("1.0"), "SendMessage", json!({"message": v1_message("elsewhere")})).await;
+    server
+        .call(
+            Some("1.0"),
+            "SendMessage",
+            json!({"message": v1_message("elsewhere")}),
+        )
+        .await;
 
     let mut seen = Vec::new();
     let mut token = String::new();
     loop {
         let r = server
-            .call(Some("1.0"), "ListTasks", json!({"contextId": "ctx-list", "pageSize": 2, "pageToken": token}))
+            .call(
+                Some("1.0"),
+                "ListTasks",
+                json!({"contextId": "ctx-list", "pageSize": 2, "pageToken": token}),
+            )
             .await;
         let page = &r["result"];
         assert_eq!(page["totalSize"], 3);
         assert_eq!(page["pageSize"], 2);
         for t in page["tasks"].as_array().unwrap() {
-            assert!(t.get("artifacts").is_none(), "artifacts only with includeArtifacts");
+            assert!(
+                t.get("artifacts").is_none(),
+                "artifacts only with includeArtifacts"
+            );
             seen.push(t["id"].as_str().unwrap().to_owned());
         }
         token = page["nextPageToken"].as_str().unwrap().to_owned();
@@ -297,15 +437,30 @@ async fn list_tasks_pages_newest_first_and_filters() {
     ids.reverse();
     assert_eq!(seen, ids, "newest first, each exactly once");
 
-    let all = server.call(Some("1.0"), "ListTasks", json!({"includeArtifacts": true})).await;
+    let all = server
+        .call(Some("1.0"), "ListTasks", json!({"includeArtifacts": true}))
+        .await;
     assert_eq!(all["result"]["totalSize"], 4);
-    assert_eq!(all["result"]["tasks"][0]["artifacts"][0]["parts"][0]["text"], "Echo: elsewhere");
-    let none = server.call(Some("1.0"), "ListTasks", json!({"status": "TASK_STATE_WORKING"})).await;
+    assert_eq!(
+        all["result"]["tasks"][0]["artifacts"][0]["parts"][0]["text"],
+        "Echo: elsewhere"
+    );
+    let none = server
+        .call(
+            Some("1.0"),
+            "ListTasks",
+            json!({"status": "TASK_STATE_WORKING"}),
+        )
+        .await;
     assert_eq!(none["result"]["tasks"], json!([]));
     assert_eq!(none["result"]["nextPageToken"], "");
-    let bad = server.call(Some("1.0"), "ListTasks", json!({"pageToken": "garbage"})).await;
+    let bad = server
+        .call(Some("1.0"), "ListTasks", json!({"pageToken": "garbage"}))
+        .await;
     assert_eq!(bad["error"]["code"], -32602);
-    let unknown = server.call(Some("1.0"), "ListTasks", json!({"contextId": "ctx-nobody"})).await;
+    let unknown = server
+        .call(Some("1.0"), "ListTasks", json!({"contextId": "ctx-nobody"}))
+        .await;
     assert_eq!(unknown["result"]["totalSize"], 0);
     server.shutdown().await;
 }
@@ -322,27 +477,83 @@ async fn failures_are_json_rpc_errors_with_the_specified_codes() {
             .send()
     };
     let r: Value = raw("{not json").await.unwrap().json().await.unwrap();
-    assert_eq!((r["error"]["code"].as_i64(), &r["id"]), (Some(-32700), &Value::Null));
-    let r: Value = raw(r#"{"jsonrpc":"1.0","id":3,"method":"x"}"#).await.unwrap().json().await.unwrap();
-    assert_eq!((r["error"]["code"].as_i64(), r["id"].as_i64()), (Some(-32600), Some(3)));
+    assert_eq!(
+        (r["error"]["code"].as_i64(), &r["id"]),
+        (Some(-32700), &Value::Null)
+    );
+    let r: Value = raw(r#"{"jsonrpc":"1.0","id":3,"method":"x"}"#)
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (r["error"]["code"].as_i64(), r["id"].as_i64()),
+        (Some(-32600), Some(3))
+    );
 
     let cases = [
         (Some("0.3"), "SendMessage", json!({}), -32601),
         (Some("1.0"), "message/send", json!({}), -32601),
         (None, "NoSuchMethod", json!({}), -32601),
         (Some("1.0"), "GetTask", json!({}), -32602),
-        (Some("1.0"), "GetTask", json!({"id": "task-missing"}), -32001),
-        (Some("1.0"), "GetTask", json!({"id": "../etc/passwd"}), -32001),
+        (
+            Some("1.0"),
+            "GetTask",
+            json!({"id": "task-missing"}),
+            -32001,
+        ),
+        (
+            Some("1.0"),
+            "GetTask",
+            json!({"id": "../etc/passwd"}),
+            -32001,
+        ),
         (None, "tasks/get", json!({"id": "task-missing"}), -32001),
-        (Some("1.0"), "CancelTask", json!({"id": "task-missing"}), -32001),
-        (Some("1.0"), "SubscribeToTask", json!({"id": "task-missing"}), -32001),
+        (
+            Some("1.0"),
+            "CancelTask",
+            json!({"id": "task-missing"}),
+            -32001,
+        ),
+        (
+            Some("1.0"),
+            "SubscribeToTask",
+            json!({"id": "task-missing"}),
+            -32001,
+        ),
         (Some("2.0"), "GetTask", json!({"id": "t"}), -32009),
-        (Some("1.0"), "GetTaskPushNotificationConfig", json!({"taskId": "t", "id": "c"}), -32003),
-        (None, "tasks/pushNotificationConfig/get", json!({"id": "t"}), -32003),
+        (
+            Some("1.0"),
+            "GetTaskPushNotificationConfig",
+            json!({"taskId": "t", "id": "c"}),
+            -32003,
+        ),
+        (
+            None,
+            "tasks/pushNotificationConfig/get",
+            json!({"id": "t"}),
+            -32003,
+        ),
         (Some("1.0"), "GetExtendedAgentCard", json!({}), -32007),
-        (Some("1.0"), "SendMessage", json!({"message": {"messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": "x"}]}}), -32602),
-        (Some("1.0"), "SendMessage", json!({"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"url": "https://x/y.png"}, {"text": "see"}]}}), -32005),
-        (Some("1.0"), "SendMessage", json!({"message": {"messageId": "m", "contextId": "bad id!", "role": "ROLE_USER", "parts": [{"text": "x"}]}}), -32602),
+        (
+            Some("1.0"),
+            "SendMessage",
+            json!({"message": {"messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": "x"}]}}),
+            -32602,
+        ),
+        (
+            Some("1.0"),
+            "SendMessage",
+            json!({"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"url": "https://x/y.png"}, {"text": "see"}]}}),
+            -32005,
+        ),
+        (
+            Some("1.0"),
+            "SendMessage",
+            json!({"message": {"messageId": "m", "contextId": "bad id!", "role": "ROLE_USER", "parts": [{"text": "x"}]}}),
+            -32602,
+        ),
     ];
     for (version, method, params, code) in cases {
         let r = server.call(version, method, params.clone()).await;
@@ -351,42 +562,118 @@ async fn failures_are_json_rpc_errors_with_the_specified_codes() {
     }
     // A streaming call that fails before its stream starts answers with JSON.
     let r = server
-        .rpc(Some("1.0"), None, "SubscribeToTask", json!({"id": "task-missing"}))
+        .rpc(
+            Some("1.0"),
+            None,
+            "SubscribeToTask",
+            json!({"id": "task-missing"}),
+        )
         .send()
         .await
         .unwrap();
-    assert!(r.headers()["content-type"].to_str().unwrap().starts_with("application/json"));
+    assert!(
+        r.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/json")
+    );
     // A model failure is a failed task, not an RPC error.
-    let failed = server.call(Some("1.0"), "SendMessage", json!({"message": v1_message("fail now")})).await;
-    assert_eq!(failed["result"]["task"]["status"]["state"], "TASK_STATE_FAILED");
-    assert!(failed["result"]["task"]["status"]["message"]["parts"][0]["text"].as_str().unwrap().contains("unavailable"));
+    let failed = server
+        .call(
+            Some("1.0"),
+            "SendMessage",
+            json!({"message": v1_message("fail now")}),
+        )
+        .await;
+    assert_eq!(
+        failed["result"]["task"]["status"]["state"],
+        "TASK_STATE_FAILED"
+    );
+    assert!(
+        failed["result"]["task"]["status"]["message"]["parts"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("unavailable")
+    );
     server.shutdown().await;
 }
 
 #[tokio::test]
 async fn tokens_are_required_and_other_principals_tasks_do_not_exist() {
-    let server = TestServer::with_config(|c| c.tokens = vec!["alice-token".into(), "bob-token".into()]).await;
-    let r = server.rpc(Some("1.0"), None, "GetTask", json!({"id": "t"})).send().await.unwrap();
+    let server =
+        TestServer::with_config(|c| c.tokens = vec!["alice-token".into(), "bob-token".into()])
+            .await;
+    let r = server
+        .rpc(Some("1.0"), None, "GetTask", json!({"id": "t"}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 401);
-    let card: Value = server.client.get(server.url("/.well-known/agent-card.json")).send().await.unwrap().json().await.unwrap();
+    let card: Value = server
+        .client
+        .get(server.url("/.well-known/agent-card.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(card["securitySchemes"]["bearer"]["scheme"], "bearer");
 
-    let alice = |method: &str, params: Value| server.rpc(Some("1.0"), Some("alice-token"), method, params).send();
-    let bob = |method: &str, params: Value| server.rpc(Some("1.0"), Some("bob-token"), method, params).send();
+    let alice = |method: &str, params: Value| {
+        server
+            .rpc(Some("1.0"), Some("alice-token"), method, params)
+            .send()
+    };
+    let bob = |method: &str, params: Value| {
+        server
+            .rpc(Some("1.0"), Some("bob-token"), method, params)
+            .send()
+    };
     let msg = json!({"messageId": "m", "contextId": "ctx-alice", "role": "ROLE_USER", "parts": [{"text": "secret"}]});
-    let r: Value = alice("SendMessage", json!({"message": msg})).await.unwrap().json().await.unwrap();
+    let r: Value = alice("SendMessage", json!({"message": msg}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     let id = r["result"]["task"]["id"].as_str().unwrap().to_owned();
 
-    let r: Value = bob("GetTask", json!({"id": id})).await.unwrap().json().await.unwrap();
+    let r: Value = bob("GetTask", json!({"id": id}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(r["error"]["code"], -32001);
-    let r: Value = bob("CancelTask", json!({"id": id})).await.unwrap().json().await.unwrap();
+    let r: Value = bob("CancelTask", json!({"id": id}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(r["error"]["code"], -32001);
     let intrude = json!({"messageId": "m", "contextId": "ctx-alice", "role": "ROLE_USER", "parts": [{"text": "hi"}]});
-    let r: Value = bob("SendMessage", json!({"message": intrude})).await.unwrap().json().await.unwrap();
+    let r: Value = bob("SendMessage", json!({"message": intrude}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(r["error"]["code"], -32001);
-    let r: Value = bob("ListTasks", json!({})).await.unwrap().json().await.unwrap();
+    let r: Value = bob("ListTasks", json!({}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(r["result"]["totalSize"], 0);
-    let r: Value = alice("ListTasks", json!({})).await.unwrap().json().await.unwrap();
+    let r: Value = alice("ListTasks", json!({}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(r["result"]["totalSize"], 1);
     server.shutdown().await;
 }
@@ -397,15 +684,29 @@ async fn the_agent_card_serves_both_versions_from_the_request_host() {
     for path in ["/.well-known/agent-card.json", "/.well-known/agent.json"] {
         let r = server.client.get(server.url(path)).send().await.unwrap();
         assert_eq!(r.status(), 200);
-        assert!(r.headers()["cache-control"].to_str().unwrap().contains("max-age"));
+        assert!(
+            r.headers()["cache-control"]
+                .to_str()
+                .unwrap()
+                .contains("max-age")
+        );
         let etag = r.headers()["etag"].clone();
         let card: Value = r.json().await.unwrap();
         let url = format!("http://{}/a2a", server.addr);
         assert_eq!(card["url"], url);
-        assert_eq!(card["supportedInterfaces"][0], json!({"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}));
+        assert_eq!(
+            card["supportedInterfaces"][0],
+            json!({"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"})
+        );
         assert_eq!(card["capabilities"]["streaming"], true);
         assert_eq!(card["skills"].as_array().unwrap().len(), 1);
-        let again = server.client.get(server.url(path)).header("if-none-match", etag).send().await.unwrap();
+        let again = server
+            .client
+            .get(server.url(path))
+            .header("if-none-match", etag)
+            .send()
+            .await
+            .unwrap();
         assert_eq!(again.status(), 304);
     }
     let r: Value = server

@@ -26,7 +26,10 @@ fn sdk_missing() -> Option<String> {
         Err(e) => Some(format!("python3 is not available ({e})")),
         Ok(out) if !out.status.success() => Some(format!(
             "the a2a-sdk Python package is not installed (python3 -m pip install a2a-sdk): {}",
-            String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or_default()
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .last()
+                .unwrap_or_default()
         )),
         Ok(_) => None,
     }
@@ -41,7 +44,12 @@ fn answer(items: &[&Value]) -> String {
     items
         .iter()
         .filter_map(|l| l["item"].get("artifactUpdate"))
-        .flat_map(|u| u["artifact"]["parts"].as_array().cloned().unwrap_or_default())
+        .flat_map(|u| {
+            u["artifact"]["parts"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
         .filter_map(|p| p["text"].as_str().map(str::to_owned))
         .collect()
 }
@@ -62,10 +70,15 @@ async fn the_official_python_client_streams_gets_lists_and_cancels() {
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let out = within("the Python SDK client", child.wait_with_output()).await.unwrap();
+    let out = within("the Python SDK client", child.wait_with_output())
+        .await
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "client failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(
+        out.status.success(),
+        "client failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
     let lines: Vec<Value> = stdout
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
@@ -83,8 +96,14 @@ async fn the_official_python_client_streams_gets_lists_and_cancels() {
 
     // 1. The streamed turn: task, working, answer chunks, completed.
     let stream = steps(&lines, "stream");
-    assert_eq!(stream[0]["item"]["task"]["status"]["state"], "TASK_STATE_SUBMITTED");
-    assert_eq!(stream[1]["item"]["statusUpdate"]["status"]["state"], "TASK_STATE_WORKING");
+    assert_eq!(
+        stream[0]["item"]["task"]["status"]["state"],
+        "TASK_STATE_SUBMITTED"
+    );
+    assert_eq!(
+        stream[1]["item"]["statusUpdate"]["status"]["state"],
+        "TASK_STATE_WORKING"
+    );
     assert_eq!(
         stream.last().unwrap()["item"]["statusUpdate"]["status"]["state"],
         "TASK_STATE_COMPLETED"
@@ -100,24 +119,37 @@ async fn the_official_python_client_streams_gets_lists_and_cancels() {
     assert_eq!(got["history"][0]["parts"][0]["text"], "hello sdk");
     let listed = &steps(&lines, "list")[0]["response"];
     assert!(
-        listed["tasks"].as_array().unwrap().iter().any(|t| t["id"] == task_id),
+        listed["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["id"] == task_id),
         "{listed}"
     );
 
     // 3. Cancel lands mid-stream: the answer is cut short and the stream ends canceled.
     let canceled = &steps(&lines, "cancel")[0]["task"];
-    assert_eq!(canceled["status"]["state"], "TASK_STATE_CANCELED", "{canceled}");
+    assert_eq!(
+        canceled["status"]["state"], "TASK_STATE_CANCELED",
+        "{canceled}"
+    );
     let slow = steps(&lines, "slow");
     assert_eq!(
         slow.last().unwrap()["item"]["statusUpdate"]["status"]["state"],
         "TASK_STATE_CANCELED"
     );
     let partial = answer(&slow);
-    assert!(!partial.is_empty() && partial.len() < SLOW_ANSWER.len(), "{partial:?}");
+    assert!(
+        !partial.is_empty() && partial.len() < SLOW_ANSWER.len(),
+        "{partial:?}"
+    );
     assert!(SLOW_ANSWER.starts_with(&partial));
 
     // 4. The v0.3 transport (message/stream, tasks/get) gives the same tasks.
-    assert_eq!(steps(&lines, "v03-transport")[0]["transport"], "CompatJsonRpcTransport");
+    assert_eq!(
+        steps(&lines, "v03-transport")[0]["transport"],
+        "CompatJsonRpcTransport"
+    );
     let legacy = steps(&lines, "v03-stream");
     assert_eq!(answer(&legacy), "Echo: hello legacy");
     assert_eq!(
@@ -126,7 +158,10 @@ async fn the_official_python_client_streams_gets_lists_and_cancels() {
     );
     let legacy_task = &steps(&lines, "v03-get")[0]["task"];
     assert_eq!(legacy_task["status"]["state"], "TASK_STATE_COMPLETED");
-    assert_eq!(legacy_task["artifacts"][0]["parts"][0]["text"], "Echo: hello legacy");
+    assert_eq!(
+        legacy_task["artifacts"][0]["parts"][0]["text"],
+        "Echo: hello legacy"
+    );
 
     // 5. Errors arrive as the SDK's typed errors.
     assert_eq!(steps(&lines, "missing")[0]["error"], "TaskNotFoundError");

@@ -48,7 +48,11 @@ async fn page(browser: &Browser) -> Value {
 async fn wait_turn(browser: &Browser, n: usize, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
     eventually(what, || async {
         let state = page(browser).await;
-        state["turns"].get(n).filter(|t| ok(t)).is_some().then_some(state)
+        state["turns"]
+            .get(n)
+            .filter(|t| ok(t))
+            .is_some()
+            .then_some(state)
     })
     .await
 }
@@ -66,12 +70,17 @@ async fn the_chat_page_streams_answers_and_resumes_after_a_dropped_connection() 
     let server = TestServer::with_config(|c| c.tokens = vec![TOKEN.into()]).await;
     let proxy = CutProxy::start(server.addr).await;
     let browser = Browser::start().await;
-    browser.goto(&format!("http://{}/?token={TOKEN}", proxy.addr)).await;
+    browser
+        .goto(&format!("http://{}/?token={TOKEN}", proxy.addr))
+        .await;
     assert_eq!(page(&browser).await["status"], "idle");
 
     // A first message: the answer streams in and the stream is live.
     send(&browser, "hello browser").await;
-    let state = wait_turn(&browser, 0, "the first answer", |t| t["state"] == "completed").await;
+    let state = wait_turn(&browser, 0, "the first answer", |t| {
+        t["state"] == "completed"
+    })
+    .await;
     let first = &state["turns"][0];
     assert_eq!(first["user"], "hello browser");
     assert_eq!(first["answer"], "Echo: hello browser");
@@ -81,7 +90,10 @@ async fn the_chat_page_streams_answers_and_resumes_after_a_dropped_connection() 
 
     // A thought is shown (collapsed) apart from the answer.
     send(&browser, "think hard").await;
-    let state = wait_turn(&browser, 1, "the thinking answer", |t| t["state"] == "completed").await;
+    let state = wait_turn(&browser, 1, "the thinking answer", |t| {
+        t["state"] == "completed"
+    })
+    .await;
     assert_eq!(state["turns"][1]["answer"], "Thought it through: 42.");
     assert_eq!(state["turns"][1]["thoughts"], 1);
     let open = browser
@@ -92,9 +104,14 @@ async fn the_chat_page_streams_answers_and_resumes_after_a_dropped_connection() 
     // An input request is answered inline, and the task resumes.
     send(&browser, "ask me a question").await;
     wait_turn(&browser, 2, "the input form", |t| t["openInputs"] == 1).await;
-    browser.type_into("form.input input[type=text]", "Ada").await;
+    browser
+        .type_into("form.input input[type=text]", "Ada")
+        .await;
     browser.click("form.input button[type=submit]").await;
-    let state = wait_turn(&browser, 2, "the resumed answer", |t| t["state"] == "completed").await;
+    let state = wait_turn(&browser, 2, "the resumed answer", |t| {
+        t["state"] == "completed"
+    })
+    .await;
     assert_eq!(state["turns"][2]["answer"], "Let me ask. Thanks, Ada!");
     assert_eq!(state["turns"][2]["tools"], serde_json::json!(["true"]));
     assert_eq!(state["turns"][2]["openInputs"], 0);
@@ -106,9 +123,15 @@ async fn the_chat_page_streams_answers_and_resumes_after_a_dropped_connection() 
     })
     .await;
     let task_id = state["turns"][3]["taskId"].as_str().unwrap().to_owned();
-    assert_eq!(state["turns"][3]["state"], "working", "the cut must land mid-answer");
+    assert_eq!(
+        state["turns"][3]["state"], "working",
+        "the cut must land mid-answer"
+    );
     proxy.block(true);
-    assert!(proxy.cut() >= 1, "the event stream was open through the proxy");
+    assert!(
+        proxy.cut() >= 1,
+        "the event stream was open through the proxy"
+    );
     eventually("the page to notice the drop", || async {
         (page(&browser).await["status"] == "reconnecting").then_some(())
     })
@@ -128,16 +151,25 @@ async fn the_chat_page_streams_answers_and_resumes_after_a_dropped_connection() 
     })
     .await;
     let offline = page(&browser).await;
-    assert_ne!(offline["turns"][3]["state"], "completed", "nothing arrives while cut off");
+    assert_ne!(
+        offline["turns"][3]["state"], "completed",
+        "nothing arrives while cut off"
+    );
     proxy.block(false);
 
-    let state = wait_turn(&browser, 3, "the resumed slow answer", |t| t["state"] == "completed").await;
+    let state = wait_turn(&browser, 3, "the resumed slow answer", |t| {
+        t["state"] == "completed"
+    })
+    .await;
     // Complete and exactly once: no lost chunk, no duplicated chunk.
     assert_eq!(state["turns"][3]["answer"], SLOW_ANSWER);
     assert!(state["reconnects"].as_u64().unwrap() >= 1, "{state}");
     assert_eq!(state["status"], "open");
     let last = server.last_seq(&context, Some(TOKEN)).await;
-    assert_eq!(state["lastSeq"], last, "the page saw the context's last event");
+    assert_eq!(
+        state["lastSeq"], last,
+        "the page saw the context's last event"
+    );
     assert_eq!(state["turns"].as_array().unwrap().len(), 4);
     assert_eq!(state["notice"], "");
 
@@ -147,9 +179,15 @@ async fn the_chat_page_streams_answers_and_resumes_after_a_dropped_connection() 
 
     // Reloading the page replays the conversation from the log.
     let url = browser.eval("return location.href").await;
-    assert_eq!(url, format!("http://{}/?token={TOKEN}#ctx={context}", proxy.addr));
+    assert_eq!(
+        url,
+        format!("http://{}/?token={TOKEN}#ctx={context}", proxy.addr)
+    );
     browser.refresh().await;
-    let state = wait_turn(&browser, 3, "the replayed conversation", |t| t["state"] == "completed").await;
+    let state = wait_turn(&browser, 3, "the replayed conversation", |t| {
+        t["state"] == "completed"
+    })
+    .await;
     assert_eq!(state["turns"][0]["user"], "hello browser");
     assert_eq!(state["turns"][3]["answer"], SLOW_ANSWER);
     assert_eq!(state["lastSeq"], last);

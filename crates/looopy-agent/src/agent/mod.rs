@@ -231,9 +231,22 @@ impl Agent {
                 state: record.state,
             });
         }
-        let claim = self
+        let claim = match self
             .runs
-            .claim(&record.context_id, task_id, CancellationToken::new())?;
+            .claim(&record.context_id, task_id, CancellationToken::new())
+        {
+            Ok(claim) => claim,
+            // It was resumed meanwhile: it runs here now, so stop that run.
+            Err(AgentError::Busy {
+                task_id: running, ..
+            }) if running == task_id => {
+                if let Some(cancel) = self.runs.cancellation(task_id) {
+                    cancel.cancel();
+                }
+                return Ok(());
+            }
+            Err(error) => return Err(error),
+        };
         // Read again under the claim: it may have been resumed or finished meanwhile.
         let record = self.task(task_id).await?;
         if record.state.is_terminal() {

@@ -348,3 +348,69 @@ impl WireDecoder for MessagesDecoder {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::http::testing::{Item, decode_chunks, normalize, split};
+
+    const TRANSCRIPTS: &[&str] = &[
+        include_str!("../../tests/transcripts/anthropic_text.sse"),
+        include_str!("../../tests/transcripts/anthropic_tool_use.sse"),
+        include_str!("../../tests/transcripts/anthropic_thinking.sse"),
+        include_str!("../../tests/transcripts/anthropic_overloaded.sse"),
+        include_str!("../../tests/transcripts/anthropic_no_stop.sse"),
+    ];
+
+    fn decode(bytes: &[u8], cuts: &[usize]) -> Vec<Item> {
+        normalize(&decode_chunks(
+            MessagesDecoder::new(&ThoughtTags::Default),
+            split(bytes, cuts),
+        ))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        #[test]
+        fn any_chunking_gives_the_same_events(
+            which in 0..TRANSCRIPTS.len(),
+            cuts in proptest::collection::vec(any::<usize>(), 0..40),
+        ) {
+            let bytes = TRANSCRIPTS[which].as_bytes();
+            prop_assert_eq!(decode(bytes, &cuts), decode(bytes, &[]));
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+            let items = decode(&bytes, &[]);
+            prop_assert!(items.iter().filter(|i| i.is_err()).count() <= 1);
+        }
+    }
+
+    #[test]
+    fn full_input_in_block_start_is_used_when_no_deltas_follow() {
+        let body = concat!(
+            "event: content_block_start\n",
+            "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"f\",\"input\":{\"a\":1}}}\n\n",
+            "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+            "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+        );
+        let items = decode(body.as_bytes(), &[]);
+        assert!(matches!(
+            &items[1],
+            Ok(LlmEvent::ToolCallComplete { call, .. }) if call.arguments == serde_json::json!({"a": 1})
+        ));
+        assert_eq!(items.last(), Some(&Ok(LlmEvent::Finish { reason: None })));
+    }
+
+    #[test]
+    fn error_events_with_plain_text_data_are_provider_errors() {
+        let items = decode(b"event: error\ndata: upstream connect error\n\n", &[]);
+        assert!(
+            matches!(&items[0], Err(LlmError::Provider { message, .. }) if message == "upstream connect error")
+        );
+    }
+}

@@ -280,3 +280,93 @@ mod tests {
         ));
     }
 }
+
+/// Helpers for decoder tests: run a decoder over bytes without HTTP, and compare event
+/// sequences whose ids were generated.
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::collections::{HashMap, VecDeque};
+
+    use looopy_stream::sse::SseDecoder;
+
+    use super::{Progress, WireDecoder};
+    use crate::{LlmError, LlmEvent};
+
+    pub(crate) type Item = Result<LlmEvent, LlmError>;
+
+    /// Feeds `chunks` through an SSE decoder and `decoder`, as the driver does.
+    pub(crate) fn decode_chunks<'a, D: WireDecoder>(
+        mut decoder: D,
+        chunks: impl IntoIterator<Item = &'a [u8]>,
+    ) -> Vec<Item> {
+        let mut sse = SseDecoder::new();
+        let mut events = Vec::new();
+        let mut out = VecDeque::new();
+        let mut items = Vec::new();
+        let flush = |out: &mut VecDeque<LlmEvent>, items: &mut Vec<Item>| {
+            items.extend(out.drain(..).map(Ok));
+        };
+        for chunk in chunks {
+            sse.push_into(chunk, &mut events);
+            for event in events.drain(..) {
+                let step = decoder.on_event(&event, &mut out);
+                flush(&mut out, &mut items);
+                match step {
+                    Ok(Progress::Continue) => {}
+                    Ok(Progress::Done) => return items,
+                    Err(error) => {
+                        items.push(Err(error));
+                        return items;
+                    }
+                }
+            }
+        }
+        let end = decoder.on_eof(&mut out);
+        flush(&mut out, &mut items);
+        if let Err(error) = end {
+            items.push(Err(error));
+        }
+        items
+    }
+
+    /// `bytes` cut at the given offsets (in any order, duplicates allowed).
+    pub(crate) fn split<'a>(bytes: &'a [u8], cuts: &[usize]) -> Vec<&'a [u8]> {
+        let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (bytes.len() + 1)).collect();
+        cuts.sort_unstable();
+        let mut pieces = Vec::new();
+        let mut start = 0;
+        for cut in cuts.into_iter().chain([bytes.len()]) {
+            pieces.push(&bytes[start..cut]);
+            start = cut;
+        }
+        pieces
+    }
+
+    /// Replaces every id by `#n` (order of first appearance) so runs with generated ids
+    /// compare equal.
+    pub(crate) fn normalize(items: &[Item]) -> Vec<Item> {
+        let mut ids: HashMap<String, String> = HashMap::new();
+        let mut rename = |id: &mut String| {
+            let next = format!("#{}", ids.len());
+            *id = ids.entry(id.clone()).or_insert(next).clone();
+        };
+        items
+            .iter()
+            .cloned()
+            .map(|item| {
+                item.map(|mut event| {
+                    match &mut event {
+                        LlmEvent::ReasoningDelta { id, .. }
+                        | LlmEvent::ToolCallStart { id, .. }
+                        | LlmEvent::ToolCallDelta { id, .. }
+                        | LlmEvent::ToolCallInvalid { id, .. } => rename(id),
+                        LlmEvent::ReasoningEnd(info) => rename(&mut info.id),
+                        LlmEvent::ToolCallComplete { call, .. } => rename(&mut call.id),
+                        _ => {}
+                    }
+                    event
+                })
+            })
+            .collect()
+    }
+}

@@ -186,3 +186,71 @@ impl WireDecoder for ChatCompletionsDecoder {
         )))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::http::testing::{decode_chunks, normalize, split};
+
+    const TRANSCRIPTS: &[&str] = &[
+        include_str!("../../tests/transcripts/openai_text.sse"),
+        include_str!("../../tests/transcripts/openai_tool_calls.sse"),
+        include_str!("../../tests/transcripts/openai_index0_parallel.sse"),
+        include_str!("../../tests/transcripts/openai_missing_ids.sse"),
+        include_str!("../../tests/transcripts/openai_argument_quirks.sse"),
+        include_str!("../../tests/transcripts/openai_cumulative_usage.sse"),
+        include_str!("../../tests/transcripts/openai_reasoning.sse"),
+        include_str!("../../tests/transcripts/openai_inline_thinking.sse"),
+        include_str!("../../tests/transcripts/openai_error_object.sse"),
+        include_str!("../../tests/transcripts/openai_error_event.sse"),
+        include_str!("../../tests/transcripts/openai_no_done.sse"),
+        include_str!("../../tests/transcripts/openai_crlf_no_done.sse"),
+    ];
+
+    fn decode(bytes: &[u8], cuts: &[usize]) -> Vec<crate::http::testing::Item> {
+        normalize(&decode_chunks(
+            ChatCompletionsDecoder::new(&ThoughtTags::Default),
+            split(bytes, cuts),
+        ))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        #[test]
+        fn any_chunking_gives_the_same_events(
+            which in 0..TRANSCRIPTS.len(),
+            cuts in proptest::collection::vec(any::<usize>(), 0..40),
+        ) {
+            let bytes = TRANSCRIPTS[which].as_bytes();
+            prop_assert_eq!(decode(bytes, &cuts), decode(bytes, &[]));
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+            let items = decode(&bytes, &[]);
+            prop_assert!(items.iter().filter(|i| i.is_err()).count() <= 1);
+        }
+    }
+
+    #[test]
+    fn usage_without_a_total_is_summed() {
+        let body = "data: {\"choices\":[{\"delta\":{\"content\":\"x\"},\"finish_reason\":\"stop\"}],\"usage\":{\"input_tokens\":3,\"output_tokens\":4}}\n\ndata: [DONE]\n\n";
+        let items = decode(body.as_bytes(), &[]);
+        assert!(items.contains(&Ok(LlmEvent::Usage(TokenUsage {
+            input_tokens: 3,
+            output_tokens: 4,
+            total_tokens: 7
+        }))));
+    }
+
+    #[test]
+    fn other_choices_are_ignored() {
+        let body = "data: {\"choices\":[{\"index\":1,\"delta\":{\"content\":\"B\"}},{\"index\":0,\"delta\":{\"content\":\"A\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+        let items = decode(body.as_bytes(), &[]);
+        assert_eq!(items[0], Ok(LlmEvent::TextDelta("A".into())));
+        assert_eq!(items.len(), 2);
+    }
+}

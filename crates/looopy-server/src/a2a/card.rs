@@ -79,14 +79,20 @@ pub(crate) async fn get_agent_card(
     let body = agent_card_json(&base, bearer).to_string();
     let etag = etag_of(body.as_bytes());
     let cache = [
-        (CACHE_CONTROL, HeaderValue::from_static("public, max-age=300")),
+        (
+            CACHE_CONTROL,
+            HeaderValue::from_static("public, max-age=300"),
+        ),
         (VARY, HeaderValue::from_static("Host, X-Forwarded-Proto")),
     ];
     let etag_value = HeaderValue::from_str(&etag).ok();
     let matches = headers
         .get(IF_NONE_MATCH)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(',').any(|tag| tag.trim() == etag || tag.trim() == "*"));
+        .is_some_and(|v| {
+            v.split(',')
+                .any(|tag| tag.trim() == etag || tag.trim() == "*")
+        });
     let mut response = if matches {
         (StatusCode::NOT_MODIFIED, cache).into_response()
     } else {
@@ -137,9 +143,9 @@ fn base_url(headers: &HeaderMap, uri: &Uri, fallback_host: &str) -> String {
 fn is_plain_host(host: &str) -> bool {
     !host.is_empty()
         && host.len() <= 255
-        && host
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']' | b'_'))
+        && host.bytes().all(|b| {
+            b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']' | b'_')
+        })
 }
 
 #[cfg(test)]
@@ -158,7 +164,11 @@ mod tests {
     fn base_url_follows_host_and_forwarded_proto() {
         let uri: Uri = "/.well-known/agent-card.json".parse().unwrap();
         assert_eq!(
-            base_url(&headers(&[("host", "agent.example:8080")]), &uri, "127.0.0.1:1"),
+            base_url(
+                &headers(&[("host", "agent.example:8080")]),
+                &uri,
+                "127.0.0.1:1"
+            ),
             "http://agent.example:8080"
         );
         assert_eq!(
@@ -178,9 +188,17 @@ mod tests {
             base_url(&headers(&[("host", "evil\"/x")]), &uri, "127.0.0.1:1"),
             "http://127.0.0.1:1"
         );
-        assert_eq!(base_url(&HeaderMap::new(), &uri, "127.0.0.1:1"), "http://127.0.0.1:1");
-        let absolute: Uri = "http://h2.example/.well-known/agent-card.json".parse().unwrap();
-        assert_eq!(base_url(&HeaderMap::new(), &absolute, "x"), "http://h2.example");
+        assert_eq!(
+            base_url(&HeaderMap::new(), &uri, "127.0.0.1:1"),
+            "http://127.0.0.1:1"
+        );
+        let absolute: Uri = "http://h2.example/.well-known/agent-card.json"
+            .parse()
+            .unwrap();
+        assert_eq!(
+            base_url(&HeaderMap::new(), &absolute, "x"),
+            "http://h2.example"
+        );
     }
 
     #[test]

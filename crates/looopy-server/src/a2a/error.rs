@@ -81,7 +81,11 @@ mod tests {
         let cases = [
             (ApiError::not_found("task", "t"), -32001, 200),
             (ApiError::bad_request("x", "bad"), -32602, 200),
-            (ApiError::new(StatusCode::CONFLICT, "busy", "busy"), -32004, 200),
+            (
+                ApiError::new(StatusCode::CONFLICT, "busy", "busy"),
+                -32004,
+                200,
+            ),
             (ApiError::too_many_streams(2), -32603, 429),
             (ApiError::shutting_down(), -32603, 503),
             (ApiError::internal("testing", &"boom"), -32603, 200),

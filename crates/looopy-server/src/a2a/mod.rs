@@ -57,6 +57,7 @@
 
 mod card;
 mod error;
+mod list;
 mod ops;
 mod rpc;
 mod snapshot;

@@ -2,13 +2,12 @@
 //! types (v0.3 calls are converted at the edge, in [`super::rpc`]) and reuse the server's
 //! shared checks — ownership, stream permits, turn tracking — from [`AppState`].
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use axum::response::Response;
 use futures::StreamExt;
 use looopy_protocol::a2a::{
-    ErrorKind, MappingState, ProtocolVersion, RequestId, UserInput, task_state_from_v1, task_to_v1, v1,
+    ErrorKind, MappingState, ProtocolVersion, RequestId, UserInput, task_to_v1, v1,
 };
 use looopy_protocol::ids::{is_valid_id, new_context_id};
 use looopy_protocol::{Event, TaskState};
@@ -16,7 +15,7 @@ use looopy_store::TaskRecord;
 use serde_json::Value;
 
 use super::error::RpcError;
-use super::snapshot::{Folded, fold_context, histories, pending_input_id, snapshot};
+use super::snapshot::{fold_context, histories, pending_input_id, snapshot};
 use super::stream::A2aFrames;
 use crate::auth::Principal;
 use crate::events::{CloseRule, EventFilter};
@@ -59,7 +58,10 @@ async fn authorize_task(caller: &Caller, task_id: &str) -> Result<TaskRecord, Rp
     if !is_valid_id(task_id) {
         return Err(RpcError::task_not_found(task_id));
     }
-    Ok(caller.state.authorize_task(&caller.principal, task_id).await?)
+    Ok(caller
+        .state
+        .authorize_task(&caller.principal, task_id)
+        .await?)
 }
 
 /// The text a new turn starts with: the message's text, then its data parts as JSON.
@@ -105,10 +107,17 @@ async fn begin(caller: &Caller, params: &SendParams) -> Result<Begun, RpcError> 
             .state
             .start_turn(&caller.principal, &context_id, &turn_text(input))
             .await?;
-        return Ok(Begun { started, resumed: false });
+        return Ok(Begun {
+            started,
+            resumed: false,
+        });
     };
     let record = authorize_task(caller, task_id).await?;
-    if input.context_id.as_ref().is_some_and(|c| *c != record.context_id) {
+    if input
+        .context_id
+        .as_ref()
+        .is_some_and(|c| *c != record.context_id)
+    {
         return Err(RpcError::invalid_params(format_args!(
             "task {task_id} belongs to another context than message.contextId"
         )));
@@ -131,7 +140,10 @@ async fn begin(caller: &Caller, params: &SendParams) -> Result<Begun, RpcError> 
         .state
         .provide_input(task_id, &input_id, input_value(input))
         .await?;
-    Ok(Begun { started, resumed: true })
+    Ok(Begun {
+        started,
+        resumed: true,
+    })
 }
 
 /// `SendMessage` / `message/send`: the task once it is terminal or interrupted (or at once
@@ -145,13 +157,19 @@ pub(crate) async fn send(caller: &Caller, params: SendParams) -> Result<v1::Task
     } = begun.started;
     if !params.return_immediately {
         let settled = CloseRule::TaskSettled(task_id.clone());
-        wait_for(caller, &context_id, start_seq, None, move |e| settled.closes_after(e)).await;
+        wait_for(caller, &context_id, start_seq, None, move |e| {
+            settled.closes_after(e)
+        })
+        .await;
     }
     task_now(caller, &context_id, &task_id, params.history_length).await
 }
 
 /// `SendStreamingMessage` / `message/stream`: the task's items as SSE.
-pub(crate) async fn send_streaming(caller: &Caller, params: SendParams) -> Result<Response, RpcError> {
+pub(crate) async fn send_streaming(
+    caller: &Caller,
+    params: SendParams,
+) -> Result<Response, RpcError> {
     // The stream slot is taken first, so a refusal never leaves a turn nobody watches.
     let permit = caller.state.acquire_stream(&caller.principal)?;
     let begun = begin(caller, &params).await?;
@@ -162,7 +180,13 @@ pub(crate) async fn send_streaming(caller: &Caller, params: SendParams) -> Resul
     } = begun.started;
     let (mapping, first) = if begun.resumed {
         // The stream starts with the task as of the resumption, then its new events.
-        let fold = fold_context(caller.state.store(), &context_id, &[&task_id], Some(start_seq)).await?;
+        let fold = fold_context(
+            caller.state.store(),
+            &context_id,
+            &[&task_id],
+            Some(start_seq),
+        )
+        .await?;
         let record = caller.state.store().get_task(&task_id).await?;
         let record = record.ok_or_else(|| RpcError::task_not_found(&task_id))?;
         let mut snap = snapshot(&record, fold.tasks.get(&task_id), Vec::new());
@@ -192,8 +216,14 @@ pub(crate) async fn subscribe(caller: &Caller, task_id: &str) -> Result<Response
     let record = authorize_task(caller, task_id).await?;
     let context_id = record.context_id.clone();
     let fold = fold_context(caller.state.store(), &context_id, &[task_id], None).await?;
-    let history = histories(caller.state.store(), &context_id).await?.remove(task_id);
-    let snap = snapshot(&record, fold.tasks.get(task_id), history.unwrap_or_default());
+    let history = histories(caller.state.store(), &context_id)
+        .await?
+        .remove(task_id);
+    let snap = snapshot(
+        &record,
+        fold.tasks.get(task_id),
+        history.unwrap_or_default(),
+    );
     if snap.state.is_terminal() {
         return Err(RpcError::unsupported(format_args!(
             "task {task_id} is {} and will not change any more; use GetTask",
@@ -235,7 +265,11 @@ fn sse(caller: &Caller, frames: A2aFrames) -> Response {
 }
 
 /// `GetTask` / `tasks/get`.
-pub(crate) async fn get(caller: &Caller, task_id: &str, history_length: Option<usize>) -> Result<v1::Task, RpcError> {
+pub(crate) async fn get(
+    caller: &Caller,
+    task_id: &str,
+    history_length: Option<usize>,
+) -> Result<v1::Task, RpcError> {
     let record = authorize_task(caller, task_id).await?;
     task_now(caller, &record.context_id, task_id, history_length).await
 }
@@ -245,10 +279,17 @@ pub(crate) async fn get(caller: &Caller, task_id: &str, history_length: Option<u
 pub(crate) async fn cancel(caller: &Caller, task_id: &str) -> Result<v1::Task, RpcError> {
     let record = authorize_task(caller, task_id).await?;
     if record.state.is_terminal() {
-        return Err(RpcError::from(looopy_protocol::a2a::JsonRpcError::task_not_cancelable(task_id)));
+        return Err(RpcError::from(
+            looopy_protocol::a2a::JsonRpcError::task_not_cancelable(task_id),
+        ));
     }
     let context_id = record.context_id.clone();
-    let before = caller.state.store().event_log().last_seq(&context_id).await?;
+    let before = caller
+        .state
+        .store()
+        .event_log()
+        .last_seq(&context_id)
+        .await?;
     if let Err(error) = caller.state.agent().cancel(task_id).await {
         return Err(match error {
             looopy_agent::AgentError::NotRunning { .. } => {
@@ -316,144 +357,12 @@ async fn task_now(
         .ok_or_else(|| RpcError::task_not_found(task_id))?;
     let fold = fold_context(store, context_id, &[task_id], None).await?;
     let history = histories(store, context_id).await?.remove(task_id);
-    let snap = snapshot(&record, fold.tasks.get(task_id), history.unwrap_or_default());
+    let snap = snapshot(
+        &record,
+        fold.tasks.get(task_id),
+        history.unwrap_or_default(),
+    );
     Ok(task_to_v1(&snap, history_length))
-}
-
-/// `ListTasks` (v1.0 only): the caller's top-level tasks, most recently updated first,
-/// with cursor pagination (`<updated-at millis>:<taskId>` of the last task of a page).
-pub(crate) async fn list(caller: &Caller, request: v1::ListTasksRequest) -> Result<v1::ListTasksResponse, RpcError> {
-    let store = caller.state.store();
-    let visible: Vec<String> = match &request.context_id {
-        Some(context_id) if !context_id.is_empty() => {
-            match caller.state.authorize_context(&caller.principal, context_id).await {
-                Ok(context) => vec![context.context_id],
-                Err(e) if matches!(e.status().as_u16(), 400 | 404) => Vec::new(),
-                Err(e) => return Err(e.into()),
-            }
-        }
-        _ => store
-            .list_contexts(caller.principal.id())
-            .await?
-            .into_iter()
-            .map(|c| c.context_id)
-            .collect(),
-    };
-    let state_filter = request.state_filter().and_then(task_state_from_v1);
-    let after = match request.status_timestamp_after.as_deref().filter(|s| !s.is_empty()) {
-        Some(t) => Some(
-            chrono::DateTime::parse_from_rfc3339(t)
-                .map_err(|e| RpcError::invalid_params(format_args!("statusTimestampAfter: {e}")))?
-                .timestamp_millis(),
-        ),
-        None => None,
-    };
-    let cursor = match request.page_token.as_deref().filter(|s| !s.is_empty()) {
-        Some(token) => Some(parse_cursor(token)?),
-        None => None,
-    };
-    let mut tasks: Vec<TaskRecord> = Vec::new();
-    let single = visible.len() == 1;
-    if visible.is_empty() {
-        return Ok(v1::ListTasksResponse {
-            tasks: Vec::new(),
-            next_page_token: String::new(),
-            page_size: i32::try_from(request.effective_page_size()).unwrap_or(i32::MAX),
-            total_size: 0,
-        });
-    }
-    let all = if single {
-        store.list_tasks(visible.first().map(String::as_str)).await?
-    } else {
-        store.list_tasks(None).await?
-    };
-    for task in all {
-        let listed = task.parent_task_id.is_none()
-            && (single || visible.contains(&task.context_id))
-            && state_filter.is_none_or(|s| map_state(task.state) == s)
-            && after.is_none_or(|t| task.updated_at.timestamp_millis() >= t);
-        if listed {
-            tasks.push(task);
-        }
-    }
-    // Newest first; ties broken by id so the order (and the cursor) is total.
-    tasks.sort_by_key(|t| std::cmp::Reverse(cursor_key(t)));
-    let total_size = tasks.len();
-    let start = match &cursor {
-        Some(c) => tasks.iter().position(|t| cursor_key(t) < *c).unwrap_or(tasks.len()),
-        None => 0,
-    };
-    let page_size = request.effective_page_size();
-    let page: Vec<TaskRecord> = tasks.into_iter().skip(start).take(page_size).collect();
-    let next_page_token = match page.last() {
-        Some(last) if start + page.len() < total_size => {
-            format!("{}:{}", last.updated_at.timestamp_millis(), last.task_id)
-        }
-        _ => String::new(),
-    };
-    let include_artifacts = request.include_artifacts.unwrap_or(false);
-    let history_length = request.history_length.and_then(|n| usize::try_from(n).ok()).unwrap_or(0);
-    let detailed = include_artifacts || history_length > 0;
-    let mut folds: HashMap<String, ContextDetails> = HashMap::new();
-    if detailed {
-        for context_id in page.iter().map(|t| t.context_id.clone()) {
-            if folds.contains_key(&context_id) {
-                continue;
-            }
-            let ids: Vec<&str> = page
-                .iter()
-                .filter(|t| t.context_id == context_id)
-                .map(|t| t.task_id.as_str())
-                .collect();
-            let fold = fold_context(store, &context_id, &ids, None).await?;
-            let history = histories(store, &context_id).await?;
-            folds.insert(context_id, (fold.tasks, history));
-        }
-    }
-    let tasks = page
-        .iter()
-        .map(|record| {
-            let (folded, history) = match folds.get_mut(&record.context_id) {
-                Some((f, h)) => (f.get(&record.task_id), h.remove(&record.task_id).unwrap_or_default()),
-                None => (None, Vec::new()),
-            };
-            let mut task = task_to_v1(&snapshot(record, folded, history), Some(history_length));
-            if include_artifacts {
-                task.artifacts.get_or_insert_with(Vec::new);
-            } else {
-                task.artifacts = None;
-            }
-            task
-        })
-        .collect();
-    Ok(v1::ListTasksResponse {
-        tasks,
-        next_page_token,
-        page_size: i32::try_from(page_size).unwrap_or(i32::MAX),
-        total_size: i32::try_from(total_size).unwrap_or(i32::MAX),
-    })
-}
-
-/// The folds and histories of one context's tasks, by task id.
-type ContextDetails = (HashMap<String, Folded>, HashMap<String, Vec<looopy_protocol::Message>>);
-
-/// States compare as A2A sees them (`waiting-subtask` is `working`).
-fn map_state(state: TaskState) -> TaskState {
-    task_state_from_v1(looopy_protocol::a2a::task_state_to_v1(state)).unwrap_or(state)
-}
-
-fn cursor_key(task: &TaskRecord) -> (i64, String) {
-    (task.updated_at.timestamp_millis(), task.task_id.clone())
-}
-
-fn parse_cursor(token: &str) -> Result<(i64, String), RpcError> {
-    let invalid = || RpcError::invalid_params("pageToken is not a token this server issued");
-    let (millis, task_id) = token.split_once(':').ok_or_else(invalid)?;
-    let millis: i64 = millis.parse().map_err(|_| invalid())?;
-    if !is_valid_id(task_id) {
-        return Err(invalid());
-    }
-    Ok((millis, task_id.to_owned()))
 }
 
 #[cfg(test)]
@@ -476,17 +385,15 @@ mod tests {
     #[test]
     fn input_values_prefer_data_only_when_there_is_no_text() {
         assert_eq!(input_value(&input("Ada", vec![])), json!("Ada"));
-        assert_eq!(input_value(&input("", vec![json!({"ok": true})])), json!({"ok": true}));
-        assert_eq!(input_value(&input(" ", vec![json!(1), json!(2)])), json!([1, 2]));
+        assert_eq!(
+            input_value(&input("", vec![json!({"ok": true})])),
+            json!({"ok": true})
+        );
+        assert_eq!(
+            input_value(&input(" ", vec![json!(1), json!(2)])),
+            json!([1, 2])
+        );
         assert_eq!(input_value(&input("see", vec![json!(1)])), json!("see\n1"));
         assert_eq!(turn_text(&input("", vec![json!({"a": 1})])), r#"{"a":1}"#);
-    }
-
-    #[test]
-    fn cursors_round_trip_and_reject_garbage() {
-        assert_eq!(parse_cursor("1700000000000:task-1").unwrap(), (1_700_000_000_000, "task-1".into()));
-        for bad in ["", "x:task", "12", "12:", "12:a b"] {
-            assert_eq!(parse_cursor(bad).unwrap_err().error.code, -32602, "{bad}");
-        }
     }
 }

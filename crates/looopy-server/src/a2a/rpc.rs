@@ -15,13 +15,14 @@ use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use looopy_protocol::a2a::{
-    ErrorKind, JsonRpcError, JsonRpcFailure, JsonRpcRequest, JsonRpcSuccess, ProtocolVersion, RequestId,
-    user_input_from_v1, user_input_from_v03, v1, v03,
+    ErrorKind, JsonRpcError, JsonRpcFailure, JsonRpcRequest, JsonRpcSuccess, ProtocolVersion,
+    RequestId, user_input_from_v1, user_input_from_v03, v1, v03,
 };
 use serde::Serialize;
 use serde_json::Value;
 
 use super::error::RpcError;
+use super::list;
 use super::ops::{self, Caller, SendParams};
 use crate::AppState;
 use crate::auth::Principal;
@@ -47,7 +48,10 @@ pub(crate) async fn handle(
             let status = rejection.status();
             let error = JsonRpcError::new(
                 ErrorKind::InvalidRequest,
-                format!("Request payload validation error: {}", rejection.body_text()),
+                format!(
+                    "Request payload validation error: {}",
+                    rejection.body_text()
+                ),
             );
             return failure(RequestId::Null, RpcError { error, status });
         }
@@ -74,7 +78,9 @@ pub(crate) async fn handle(
         _ => call_v03(&caller, &request).await,
     };
     match reply {
-        Ok(Reply::Json(result)) => (StatusCode::OK, Json(JsonRpcSuccess::new(id, result))).into_response(),
+        Ok(Reply::Json(result)) => {
+            (StatusCode::OK, Json(JsonRpcSuccess::new(id, result))).into_response()
+        }
         Ok(Reply::Stream(response)) => response,
         Err(error) => failure(id, error),
     }
@@ -91,12 +97,21 @@ fn json<T: Serialize>(value: &T) -> Result<Reply, RpcError> {
 }
 
 /// The protocol version of a request (see the module docs).
-fn resolve_version(headers: &HeaderMap, uri: &Uri, method: &str) -> Result<ProtocolVersion, JsonRpcError> {
+fn resolve_version(
+    headers: &HeaderMap,
+    uri: &Uri,
+    method: &str,
+) -> Result<ProtocolVersion, JsonRpcError> {
     let declared = match headers.get("a2a-version") {
         Some(value) => Some(
             value
                 .to_str()
-                .map_err(|_| JsonRpcError::new(ErrorKind::VersionNotSupported, "A2A-Version is not readable text"))?
+                .map_err(|_| {
+                    JsonRpcError::new(
+                        ErrorKind::VersionNotSupported,
+                        "A2A-Version is not readable text",
+                    )
+                })?
                 .to_owned(),
         ),
         None => uri.query().and_then(|q| {
@@ -159,16 +174,19 @@ async fn call_v1(caller: &Caller, request: &JsonRpcRequest) -> Result<Reply, Rpc
             let task = ops::send(caller, send_params_v1(r)?).await?;
             json(&v1::SendMessageResponse::Task(task))
         }
-        v1::Call::SendStreamingMessage(r) => {
-            Ok(Reply::Stream(ops::send_streaming(caller, send_params_v1(r)?).await?))
-        }
+        v1::Call::SendStreamingMessage(r) => Ok(Reply::Stream(
+            ops::send_streaming(caller, send_params_v1(r)?).await?,
+        )),
         v1::Call::GetTask(r) => json(&ops::get(caller, &r.id, history(r.history_length)).await?),
-        v1::Call::ListTasks(r) => json(&ops::list(caller, r).await?),
+        v1::Call::ListTasks(r) => json(&list::list(caller, r).await?),
         v1::Call::CancelTask(r) => json(&ops::cancel(caller, &r.id).await?),
         v1::Call::SubscribeToTask(r) => Ok(Reply::Stream(ops::subscribe(caller, &r.id).await?)),
         v1::Call::PushNotificationConfig(_) => Err(push_not_supported()),
         v1::Call::GetExtendedAgentCard => Err(no_extended_card()),
-        other => Err(RpcError::unsupported(format_args!("{}", other.method().as_str()))),
+        other => Err(RpcError::unsupported(format_args!(
+            "{}",
+            other.method().as_str()
+        ))),
     }
 }
 
@@ -176,9 +194,13 @@ async fn call_v03(caller: &Caller, request: &JsonRpcRequest) -> Result<Reply, Rp
     match v03::Call::from_request(request)? {
         v03::Call::MessageSend(p) => {
             let task = ops::send(caller, send_params_v03(p)?).await?;
-            json(&v03::SendMessageResult::from(v1::SendMessageResponse::Task(task)))
+            json(&v03::SendMessageResult::from(
+                v1::SendMessageResponse::Task(task),
+            ))
         }
-        v03::Call::MessageStream(p) => Ok(Reply::Stream(ops::send_streaming(caller, send_params_v03(p)?).await?)),
+        v03::Call::MessageStream(p) => Ok(Reply::Stream(
+            ops::send_streaming(caller, send_params_v03(p)?).await?,
+        )),
         v03::Call::TasksGet(p) => {
             let task = ops::get(caller, &p.id, history(p.history_length)).await?;
             json(&v03::Task::from(task))
@@ -187,7 +209,10 @@ async fn call_v03(caller: &Caller, request: &JsonRpcRequest) -> Result<Reply, Rp
         v03::Call::TasksResubscribe(p) => Ok(Reply::Stream(ops::subscribe(caller, &p.id).await?)),
         v03::Call::PushNotificationConfig(_) => Err(push_not_supported()),
         v03::Call::GetAuthenticatedExtendedCard => Err(no_extended_card()),
-        other => Err(RpcError::unsupported(format_args!("{}", other.method().as_str()))),
+        other => Err(RpcError::unsupported(format_args!(
+            "{}",
+            other.method().as_str()
+        ))),
     }
 }
 
@@ -207,14 +232,35 @@ mod tests {
     fn version_comes_from_header_query_or_method_name() {
         let plain: Uri = "/a2a".parse().unwrap();
         let v = |h: Option<&str>, uri: &Uri, m: &str| resolve_version(&headers(h), uri, m);
-        assert_eq!(v(None, &plain, "message/send").unwrap(), ProtocolVersion::V0_3);
-        assert_eq!(v(None, &plain, "SendMessage").unwrap(), ProtocolVersion::V1_0);
+        assert_eq!(
+            v(None, &plain, "message/send").unwrap(),
+            ProtocolVersion::V0_3
+        );
+        assert_eq!(
+            v(None, &plain, "SendMessage").unwrap(),
+            ProtocolVersion::V1_0
+        );
         assert_eq!(v(None, &plain, "nope").unwrap(), ProtocolVersion::V0_3);
-        assert_eq!(v(Some("1.0"), &plain, "message/send").unwrap(), ProtocolVersion::V1_0);
-        assert_eq!(v(Some("0.3"), &plain, "SendMessage").unwrap(), ProtocolVersion::V0_3);
-        assert_eq!(v(Some(" "), &plain, "SendMessage").unwrap(), ProtocolVersion::V1_0);
-        assert_eq!(v(Some("2.0"), &plain, "SendMessage").unwrap_err().code, -32009);
+        assert_eq!(
+            v(Some("1.0"), &plain, "message/send").unwrap(),
+            ProtocolVersion::V1_0
+        );
+        assert_eq!(
+            v(Some("0.3"), &plain, "SendMessage").unwrap(),
+            ProtocolVersion::V0_3
+        );
+        assert_eq!(
+            v(Some(" "), &plain, "SendMessage").unwrap(),
+            ProtocolVersion::V1_0
+        );
+        assert_eq!(
+            v(Some("2.0"), &plain, "SendMessage").unwrap_err().code,
+            -32009
+        );
         let query: Uri = "/a2a?x=1&A2A-Version=1.0".parse().unwrap();
-        assert_eq!(v(None, &query, "message/send").unwrap(), ProtocolVersion::V1_0);
+        assert_eq!(
+            v(None, &query, "message/send").unwrap(),
+            ProtocolVersion::V1_0
+        );
     }
 }

@@ -11,8 +11,8 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use looopy_protocol::a2a::{MappingState, TaskSnapshot, to_v1, v1};
-use looopy_protocol::{Event, EventPayload, Message, TaskState};
 use looopy_protocol::message::Role;
+use looopy_protocol::{Event, EventPayload, Message, TaskState};
 use looopy_store::{Store, StoreError, TaskRecord};
 
 /// Events read per page while folding.
@@ -62,7 +62,9 @@ impl Folded {
             EventPayload::ContentDelta(d) => self.answer.push_str(&d.delta),
             EventPayload::InputRequired(r) => self.status_message = Some(r.prompt.clone()),
             EventPayload::AuthRequired(r) => self.status_message = Some(r.prompt.clone()),
-            EventPayload::FileWrite(_) | EventPayload::DataWrite(_) | EventPayload::DatasetWrite(_) => {
+            EventPayload::FileWrite(_)
+            | EventPayload::DataWrite(_)
+            | EventPayload::DatasetWrite(_) => {
                 // The artifact mapping does not depend on the stream's state.
                 let mut state = MappingState::new(event.task_id.clone());
                 for item in to_v1(event, &mut state) {
@@ -79,7 +81,10 @@ impl Folded {
 /// Adds a streamed artifact chunk: appended parts extend the artifact (adjacent plain text
 /// parts are joined, so a file streamed in a thousand chunks is one part), others replace it.
 fn merge_artifact(artifacts: &mut Vec<v1::Artifact>, chunk: v1::Artifact, append: bool) {
-    let Some(existing) = artifacts.iter_mut().find(|a| a.artifact_id == chunk.artifact_id) else {
+    let Some(existing) = artifacts
+        .iter_mut()
+        .find(|a| a.artifact_id == chunk.artifact_id)
+    else {
         artifacts.push(chunk);
         return;
     };
@@ -89,13 +94,15 @@ fn merge_artifact(artifacts: &mut Vec<v1::Artifact>, chunk: v1::Artifact, append
     }
     for part in chunk.parts {
         let joined = match (existing.parts.last_mut(), &part.content) {
-            (Some(last), v1::PartContent::Text(more)) if part.metadata.is_none() => match &mut last.content {
-                v1::PartContent::Text(text) if last.metadata.is_none() => {
-                    text.push_str(more);
-                    true
+            (Some(last), v1::PartContent::Text(more)) if part.metadata.is_none() => {
+                match &mut last.content {
+                    v1::PartContent::Text(text) if last.metadata.is_none() => {
+                        text.push_str(more);
+                        true
+                    }
+                    _ => false,
                 }
-                _ => false,
-            },
+            }
             _ => false,
         };
         if !joined {
@@ -123,7 +130,10 @@ pub(crate) async fn fold_context(
     let mut fold = ContextFold::default();
     let limit = upto.unwrap_or(u64::MAX);
     loop {
-        let page = store.event_log().read_after(context_id, fold.last_seq, PAGE).await?;
+        let page = store
+            .event_log()
+            .read_after(context_id, fold.last_seq, PAGE)
+            .await?;
         let exhausted = page.len() < PAGE;
         for event in &page {
             if event.seq > limit {
@@ -131,7 +141,10 @@ pub(crate) async fn fold_context(
             }
             fold.last_seq = event.seq;
             if !event.is_internal() && task_ids.contains(&event.task_id.as_str()) {
-                fold.tasks.entry(event.task_id.clone()).or_default().apply(event);
+                fold.tasks
+                    .entry(event.task_id.clone())
+                    .or_default()
+                    .apply(event);
             }
         }
         if exhausted || fold.last_seq >= limit {
@@ -179,7 +192,11 @@ fn split_histories(tasks: &[TaskRecord], messages: Vec<Message>) -> HashMap<Stri
 
 /// The snapshot of a task: the log's view where it has one, the record's otherwise (events
 /// not yet durable).
-pub(crate) fn snapshot(record: &TaskRecord, folded: Option<&Folded>, history: Vec<Message>) -> TaskSnapshot {
+pub(crate) fn snapshot(
+    record: &TaskRecord,
+    folded: Option<&Folded>,
+    history: Vec<Message>,
+) -> TaskSnapshot {
     let empty = Folded::default();
     let f = folded.unwrap_or(&empty);
     let state = f.state.unwrap_or(record.state);
@@ -245,9 +262,27 @@ mod tests {
         let other = Stamp::new("c", "t2");
         let mut f = Folded::default();
         let events = [
-            stamp.stamp(&seq, EventPayload::ContentDelta(ContentDelta { delta: "Hel".into(), index: 0 })),
-            other.stamp(&seq, EventPayload::ContentDelta(ContentDelta { delta: "no".into(), index: 0 })),
-            stamp.stamp(&seq, EventPayload::ContentDelta(ContentDelta { delta: "lo".into(), index: 1 })),
+            stamp.stamp(
+                &seq,
+                EventPayload::ContentDelta(ContentDelta {
+                    delta: "Hel".into(),
+                    index: 0,
+                }),
+            ),
+            other.stamp(
+                &seq,
+                EventPayload::ContentDelta(ContentDelta {
+                    delta: "no".into(),
+                    index: 0,
+                }),
+            ),
+            stamp.stamp(
+                &seq,
+                EventPayload::ContentDelta(ContentDelta {
+                    delta: "lo".into(),
+                    index: 1,
+                }),
+            ),
             stamp.stamp(&seq, file(0, "a", false)),
             stamp.stamp(&seq, file(1, "b", true)),
             stamp.stamp(
@@ -281,7 +316,10 @@ mod tests {
 
     #[test]
     fn histories_split_at_user_messages_or_not_at_all() {
-        let tasks = vec![TaskRecord::new("t1", "c", TaskState::Completed), TaskRecord::new("t2", "c", TaskState::Working)];
+        let tasks = vec![
+            TaskRecord::new("t1", "c", TaskState::Completed),
+            TaskRecord::new("t2", "c", TaskState::Working),
+        ];
         let messages = vec![
             Message::system("sys"),
             Message::user("one"),
@@ -299,9 +337,19 @@ mod tests {
         let mut record = TaskRecord::new("t", "c", TaskState::Completed);
         record.result = Some("final".into());
         let s = snapshot(&record, None, vec![]);
-        assert_eq!((s.state, s.answer.as_deref()), (TaskState::Completed, Some("final")));
-        let folded = Folded { state: Some(TaskState::Working), answer: "par".into(), ..Folded::default() };
+        assert_eq!(
+            (s.state, s.answer.as_deref()),
+            (TaskState::Completed, Some("final"))
+        );
+        let folded = Folded {
+            state: Some(TaskState::Working),
+            answer: "par".into(),
+            ..Folded::default()
+        };
         let s = snapshot(&record, Some(&folded), vec![]);
-        assert_eq!((s.state, s.answer.as_deref()), (TaskState::Working, Some("par")));
+        assert_eq!(
+            (s.state, s.answer.as_deref()),
+            (TaskState::Working, Some("par"))
+        );
     }
 }

@@ -11,7 +11,9 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use futures::Stream;
-use looopy_protocol::a2a::{JsonRpcSuccess, MappingState, ProtocolVersion, RequestId, to_v1, v1, v03};
+use looopy_protocol::a2a::{
+    JsonRpcSuccess, MappingState, ProtocolVersion, RequestId, to_v1, v1, v03,
+};
 
 use crate::events::{EndReason, EventStream};
 use crate::sse::{encode_comment, encode_frame};
@@ -69,7 +71,10 @@ impl A2aFrames {
 pub(crate) fn frame(id: &RequestId, version: ProtocolVersion, item: v1::StreamResponse) -> Bytes {
     let json = match version {
         ProtocolVersion::V1_0 => serde_json::to_string(&JsonRpcSuccess::new(id.clone(), item)),
-        _ => serde_json::to_string(&JsonRpcSuccess::new(id.clone(), v03::StreamResponse::from(item))),
+        _ => serde_json::to_string(&JsonRpcSuccess::new(
+            id.clone(),
+            v03::StreamResponse::from(item),
+        )),
     };
     match json {
         Ok(json) => encode_frame(None, None, &json),
@@ -132,11 +137,17 @@ mod tests {
         });
         let f = frame(&RequestId::from(1), ProtocolVersion::V1_0, item.clone());
         let text = std::str::from_utf8(&f).unwrap();
-        assert!(text.starts_with("data: {") && text.ends_with("}\n\n"), "{text}");
+        assert!(
+            text.starts_with("data: {") && text.ends_with("}\n\n"),
+            "{text}"
+        );
         assert_eq!(text.matches('\n').count(), 2);
         let json: serde_json::Value = serde_json::from_str(&text[6..text.len() - 2]).unwrap();
         assert_eq!(json["id"], 1);
-        assert_eq!(json["result"]["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED");
+        assert_eq!(
+            json["result"]["statusUpdate"]["status"]["state"],
+            "TASK_STATE_COMPLETED"
+        );
         let f = frame(&RequestId::from("r2"), ProtocolVersion::V0_3, item);
         let json: serde_json::Value =
             serde_json::from_str(std::str::from_utf8(&f).unwrap()[6..].trim()).unwrap();

@@ -102,7 +102,10 @@ mod tests {
     }
 
     fn delta() -> EventPayload {
-        EventPayload::ContentDelta(ContentDelta { delta: "x".into(), index: 0 })
+        EventPayload::ContentDelta(ContentDelta {
+            delta: "x".into(),
+            index: 0,
+        })
     }
 
     #[test]
@@ -111,7 +114,10 @@ mod tests {
         let parent = Stamp::new("c", "t1");
         let child = parent.child("t2");
         let other = Stamp::new("c", "t3");
-        let f = EventFilter { task_id: Some("t1".into()), ..Default::default() };
+        let f = EventFilter {
+            task_id: Some("t1".into()),
+            ..Default::default()
+        };
         assert!(f.matches(&parent.stamp(&seq, delta())));
         assert!(f.matches(&child.stamp(&seq, delta())));
         assert!(!f.matches(&other.stamp(&seq, delta())));
@@ -125,7 +131,10 @@ mod tests {
             }),
         );
         assert!(!f.matches(&internal));
-        let f = EventFilter { include_internal: true, ..f };
+        let f = EventFilter {
+            include_internal: true,
+            ..f
+        };
         assert!(f.matches(&internal));
     }
 
@@ -135,11 +144,25 @@ mod tests {
             parse_kinds("task-status, content-delta,task-status", false).unwrap(),
             vec!["task-status", "content-delta"]
         );
-        assert!(parse_kinds("content-deltas", false).unwrap_err().contains("unknown"));
-        assert!(parse_kinds("internal:llm-call", false).unwrap_err().contains("internal"));
-        assert_eq!(parse_kinds("internal:llm-call", true).unwrap(), vec!["internal:llm-call"]);
+        assert!(
+            parse_kinds("content-deltas", false)
+                .unwrap_err()
+                .contains("unknown")
+        );
+        assert!(
+            parse_kinds("internal:llm-call", false)
+                .unwrap_err()
+                .contains("internal")
+        );
+        assert_eq!(
+            parse_kinds("internal:llm-call", true).unwrap(),
+            vec!["internal:llm-call"]
+        );
         assert!(parse_kinds(" , ", false).is_err());
-        let f = EventFilter { kinds: Some(vec!["task-status"]), ..Default::default() };
+        let f = EventFilter {
+            kinds: Some(vec!["task-status"]),
+            ..Default::default()
+        };
         let s = Stamp::new("c", "t");
         let seq = Sequencer::default();
         assert!(f.matches(&s.stamp(&seq, status(TaskState::Working))));

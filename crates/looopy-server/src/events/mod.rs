@@ -3,15 +3,17 @@
 //! [`EventFilter`] and a [`CloseRule`].
 
 mod filter;
+mod mailbox;
 mod router;
 mod stream;
 
 pub use filter::{CloseRule, EventFilter, parse_kinds};
-pub use router::{EventRouter, LiveEvent, RouterStats};
 pub(crate) use router::Subscription;
-pub use stream::{EndReason, EventFrames, EventStream, StreamedEvent};
+pub use router::{EventRouter, LiveEvent, RouterStats};
 #[cfg(test)]
 pub(crate) use stream::REPLAY_PAGE;
+pub(crate) use stream::StreamSource;
+pub use stream::{EndReason, EventFrames, EventStream, StreamedEvent};
 
 #[cfg(test)]
 mod tests;

@@ -13,18 +13,19 @@
 //! subscribers never slow down.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
 use looopy_protocol::Event;
 use looopy_store::Batch;
+use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
-use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use super::filter::{CloseRule, EventFilter};
+use super::mailbox::Mailbox;
 use crate::ConnHandle;
 use crate::sse::encode_event;
 
@@ -57,6 +58,11 @@ pub(crate) struct LiveRun {
 }
 
 impl LiveRun {
+    /// How many of the context's events the run holds.
+    pub(crate) fn count(&self) -> usize {
+        self.count
+    }
+
     /// Events of the run in order, `context_id`'s only.
     pub(crate) fn next_event(&mut self, context_id: &str) -> Option<LiveEvent> {
         while self.next < self.end {
@@ -100,30 +106,9 @@ pub(crate) struct Subscription {
     pub(crate) close: CloseRule,
 }
 
-/// State shared between a router slot and the subscriber's stream.
-#[derive(Debug, Default)]
-pub(crate) struct SlotStatus {
-    lagged: AtomicBool,
-    finished: AtomicBool,
-    /// Events pushed into the buffer and not yet taken out by the stream.
-    queued: AtomicUsize,
-}
-
-impl SlotStatus {
-    pub(crate) fn lagged(&self) -> bool {
-        self.lagged.load(Ordering::Acquire)
-    }
-
-    /// The stream took a run out of its buffer.
-    pub(crate) fn taken(&self, run: &LiveRun) {
-        self.queued.fetch_sub(run.count, Ordering::AcqRel);
-    }
-}
-
 struct Slot {
     id: u64,
-    tx: mpsc::UnboundedSender<LiveRun>,
-    status: Arc<SlotStatus>,
+    mailbox: Arc<Mailbox>,
     conn: Option<ConnHandle>,
 }
 
@@ -131,13 +116,12 @@ impl Slot {
     /// Drops the subscriber for falling behind: its stream ends once drained, and its
     /// connection is closed if the stream has not ended within [`LAG_GRACE`].
     fn disconnect_lagging(self) {
-        self.status.lagged.store(true, Ordering::Release);
-        drop(self.tx);
+        self.mailbox.close(true);
         if let Some(conn) = self.conn {
-            let status = self.status;
+            let mailbox = self.mailbox;
             tokio::spawn(async move {
                 tokio::time::sleep(LAG_GRACE).await;
-                if !status.finished.load(Ordering::Acquire) {
+                if !mailbox.is_finished() {
                     tracing::debug!(peer = %conn.remote_addr(), "closing the connection of a stalled subscriber");
                     conn.close();
                 }
@@ -158,7 +142,9 @@ struct Inner {
 
 impl Inner {
     fn lock(&self) -> MutexGuard<'_, HashMap<Arc<str>, Vec<Slot>>> {
-        self.subscribers.lock().unwrap_or_else(PoisonError::into_inner)
+        self.subscribers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     fn dispatch(&self, batch: Batch) {
@@ -189,27 +175,26 @@ impl Inner {
             });
             let mut i = 0;
             while i < slots.len() {
-                let slot = &slots[i];
-                let queued = slot.status.queued.load(Ordering::Acquire);
+                let mailbox = &slots[i].mailbox;
+                if mailbox.is_finished() {
+                    slots.swap_remove(i); // the stream is gone
+                    continue;
+                }
+                let queued = mailbox.queued();
                 if queued > 0 && queued + count > self.capacity {
                     tracing::debug!(%context_id, queued, "subscriber fell behind; disconnecting it");
                     self.disconnected.fetch_add(1, Ordering::Relaxed);
                     slots.swap_remove(i).disconnect_lagging();
                     continue;
                 }
-                slot.status.queued.fetch_add(count, Ordering::AcqRel);
-                let run = LiveRun {
+                mailbox.push(LiveRun {
                     batch: Arc::clone(shared),
                     next: start,
                     end,
                     count,
-                };
-                if slot.tx.send(run).is_ok() {
-                    delivered += count as u64;
-                    i += 1;
-                } else {
-                    slots.swap_remove(i); // the stream is gone
-                }
+                });
+                delivered += count as u64;
+                i += 1;
             }
             if slots.is_empty() {
                 subscribers.remove(context_id);
@@ -223,8 +208,11 @@ impl Inner {
     fn disconnect_all(&self, lagged: bool) {
         let all: Vec<Slot> = self.lock().drain().flat_map(|(_, slots)| slots).collect();
         if lagged {
-            self.disconnected.fetch_add(all.len() as u64, Ordering::Relaxed);
+            self.disconnected
+                .fetch_add(all.len() as u64, Ordering::Relaxed);
             all.into_iter().for_each(Slot::disconnect_lagging);
+        } else {
+            all.iter().for_each(|slot| slot.mailbox.close(false));
         }
     }
 }
@@ -248,14 +236,15 @@ pub struct EventRouter {
 
 impl std::fmt::Debug for EventRouter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EventRouter").field("stats", &self.stats()).finish()
+        f.debug_struct("EventRouter")
+            .field("stats", &self.stats())
+            .finish()
     }
 }
 
 /// A subscriber's end: its live buffer, and its slot in the router, removed on drop.
 pub(crate) struct Registration {
-    pub(crate) rx: mpsc::UnboundedReceiver<LiveRun>,
-    pub(crate) status: Arc<SlotStatus>,
+    pub(crate) mailbox: Arc<Mailbox>,
     router: Arc<Inner>,
     context_id: Arc<str>,
     id: u64,
@@ -263,7 +252,7 @@ pub(crate) struct Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        self.status.finished.store(true, Ordering::Release);
+        self.mailbox.finish();
         let mut subscribers = self.router.lock();
         if let Some(slots) = subscribers.get_mut(&self.context_id) {
             if let Some(pos) = slots.iter().position(|s| s.id == self.id) {
@@ -299,24 +288,26 @@ impl EventRouter {
     /// Registers a subscriber of `context_id`. Live events are buffered from now on, so a
     /// caller that reads the log *after* registering misses nothing.
     pub(crate) fn register(&self, context_id: Arc<str>, conn: Option<ConnHandle>) -> Registration {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let status = Arc::new(SlotStatus::default());
+        let mailbox = Arc::new(Mailbox::default());
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
         let mut subscribers = self.inner.lock();
         // Checked under the lock that `run` takes to disconnect everyone when the log
         // closes, so a subscriber is either disconnected then or never registered.
-        if !self.inner.closed.load(Ordering::Acquire) {
-            subscribers.entry(Arc::clone(&context_id)).or_default().push(Slot {
-                id,
-                tx,
-                status: Arc::clone(&status),
-                conn,
-            });
+        if self.inner.closed.load(Ordering::Acquire) {
+            mailbox.close(false);
+        } else {
+            subscribers
+                .entry(Arc::clone(&context_id))
+                .or_default()
+                .push(Slot {
+                    id,
+                    mailbox: Arc::clone(&mailbox),
+                    conn,
+                });
         }
         drop(subscribers);
         Registration {
-            rx,
-            status,
+            mailbox,
             router: Arc::clone(&self.inner),
             context_id,
             id,
@@ -344,7 +335,10 @@ async fn run(inner: Arc<Inner>, mut batches: broadcast::Receiver<Batch>, stop: C
             Ok(batch) => inner.dispatch(batch),
             Err(RecvError::Lagged(missed)) => {
                 // The batches we missed are durable; subscribers resume from the log.
-                tracing::warn!(missed_batches = missed, "event router fell behind the event log; disconnecting live subscribers so they resume from the log");
+                tracing::warn!(
+                    missed_batches = missed,
+                    "event router fell behind the event log; disconnecting live subscribers so they resume from the log"
+                );
                 inner.disconnect_all(true);
             }
             Err(RecvError::Closed) => {

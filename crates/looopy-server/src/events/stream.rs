@@ -19,6 +19,7 @@ use futures::Stream;
 use futures::future::BoxFuture;
 use looopy_protocol::Event;
 use looopy_store::{Store, StoreError};
+use tokio::sync::Semaphore;
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use super::router::{LiveEvent, LiveRun, Registration, Subscription};
@@ -98,10 +99,23 @@ enum Phase {
     Live { run: Option<LiveRun> },
 }
 
+/// Where a stream replays from.
+pub(crate) struct StreamSource {
+    pub(crate) store: Store,
+    /// Taken around every log read (see `AppState`).
+    pub(crate) log_readers: Arc<Semaphore>,
+    pub(crate) context_id: Arc<str>,
+    /// The log's last seq once the subscriber was registered: everything after it is in
+    /// the live buffer, so replay stops there.
+    pub(crate) replay_until: u64,
+}
+
 /// Replay-then-live events of one context for one subscriber, filtered and closed as its
 /// subscription says. Holds the subscriber's stream permit until dropped.
 pub struct EventStream {
     store: Store,
+    log_readers: Arc<Semaphore>,
+    replay_until: u64,
     context_id: Arc<str>,
     subscription: Arc<Subscription>,
     cursor: u64,
@@ -116,8 +130,7 @@ pub struct EventStream {
 
 impl EventStream {
     pub(crate) fn new(
-        store: Store,
-        context_id: Arc<str>,
+        source: StreamSource,
         after_seq: u64,
         subscription: Arc<Subscription>,
         registration: Registration,
@@ -125,14 +138,16 @@ impl EventStream {
         permit: Option<StreamPermit>,
     ) -> Self {
         Self {
-            store,
-            context_id,
+            store: source.store,
+            log_readers: source.log_readers,
+            replay_until: source.replay_until,
+            context_id: source.context_id,
             subscription,
             cursor: after_seq,
             phase: Phase::Replay {
                 read: None,
                 page: Vec::new().into_iter(),
-                exhausted: false,
+                exhausted: after_seq >= source.replay_until,
             },
             registration,
             shutdown: Box::pin(shutdown),
@@ -158,7 +173,7 @@ impl EventStream {
             *read = None;
             *page = Vec::new().into_iter();
         }
-        self.registration.rx.close();
+        self.registration.mailbox.finish();
         Poll::Ready(None)
     }
 
@@ -208,9 +223,11 @@ impl Stream for EventStream {
                     }
                     let pending = read.get_or_insert_with(|| {
                         let store = this.store.clone();
+                        let readers = Arc::clone(&this.log_readers);
                         let context_id = Arc::clone(&this.context_id);
                         let after = this.cursor;
                         Box::pin(async move {
+                            let _reading = readers.acquire_owned().await;
                             store
                                 .event_log()
                                 .read_after(&context_id, after, REPLAY_PAGE)
@@ -221,7 +238,8 @@ impl Stream for EventStream {
                         Poll::Pending => return Poll::Pending,
                         Poll::Ready(Ok(events)) => {
                             *read = None;
-                            *exhausted = events.len() < REPLAY_PAGE;
+                            *exhausted = events.len() < REPLAY_PAGE
+                                || events.last().is_none_or(|e| e.seq >= this.replay_until);
                             *page = events.into_iter();
                         }
                         Poll::Ready(Err(error)) => {
@@ -233,22 +251,17 @@ impl Stream for EventStream {
                 Phase::Live { run } => {
                     if let Some(current) = run {
                         match current.next_event(&this.context_id) {
-                            Some(live) => {
-                                match this.consider(StreamedEvent::Live(live)) {
-                                    Some(event) => return Poll::Ready(Some(event)),
-                                    None => continue,
-                                }
-                            }
+                            Some(live) => match this.consider(StreamedEvent::Live(live)) {
+                                Some(event) => return Poll::Ready(Some(event)),
+                                None => continue,
+                            },
                             None => *run = None,
                         }
                     }
-                    match this.registration.rx.poll_recv(cx) {
-                        Poll::Ready(Some(next)) => {
-                            this.registration.status.taken(&next);
-                            *run = Some(next);
-                        }
+                    match this.registration.mailbox.poll_take(cx) {
+                        Poll::Ready(Some(next)) => *run = Some(next),
                         Poll::Ready(None) => {
-                            let reason = if this.registration.status.lagged() {
+                            let reason = if this.registration.mailbox.lagged() {
                                 EndReason::Lagged
                             } else {
                                 EndReason::LogClosed
@@ -292,7 +305,9 @@ impl Stream for EventFrames {
                 self.done = true;
                 match self.events.end_reason() {
                     Some(EndReason::Settled) | None => Poll::Ready(None),
-                    Some(reason) => Poll::Ready(Some(crate::sse::encode_comment(reason.describe()))),
+                    Some(reason) => {
+                        Poll::Ready(Some(crate::sse::encode_comment(reason.describe())))
+                    }
                 }
             }
             Poll::Pending => Poll::Pending,

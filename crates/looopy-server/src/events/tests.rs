@@ -212,5 +212,9 @@ async fn live_frames_are_encoded_once_and_shared() {
     };
     let (fa, fb) = (la.sse_frame(), lb.sse_frame());
     assert_eq!(fa, fb);
-    assert_eq!(fa.as_ptr(), fb.as_ptr(), "one encoding shared by both subscribers");
+    assert_eq!(
+        fa.as_ptr(),
+        fb.as_ptr(),
+        "one encoding shared by both subscribers"
+    );
 }

@@ -48,24 +48,28 @@ pub(crate) async fn get_events(
             return Err(ApiError::not_found("task", task_id));
         }
     }
-    let after_seq = state
-        .resume_point(&context_id, &headers, query.last_event_id.as_deref())
-        .await?;
+    let after_seq = AppState::last_event_id(&headers, query.last_event_id.as_deref())?;
     let permit = state.acquire_stream(&principal)?;
-    let events = state.open_stream(
-        permit,
-        conn,
-        StreamRequest {
-            context_id,
-            after_seq,
-            filter: EventFilter {
-                task_id: query.task_id,
-                kinds,
-                include_internal: true,
+    let events = state
+        .open_stream(
+            permit,
+            conn,
+            StreamRequest {
+                context_id,
+                after_seq,
+                filter: EventFilter {
+                    task_id: query.task_id,
+                    kinds,
+                    include_internal: true,
+                },
+                close: CloseRule::Never,
             },
-            close: CloseRule::Never,
-        },
-    );
+        )
+        .await?;
     let config = state.config();
-    Ok(sse_response(EventFrames::new(events), config.keepalive, config.retry))
+    Ok(sse_response(
+        EventFrames::new(events),
+        config.keepalive,
+        config.retry,
+    ))
 }

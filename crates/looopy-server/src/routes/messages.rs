@@ -30,54 +30,67 @@ pub(crate) async fn post_message(
     ApiJson(body): ApiJson<PostMessage>,
 ) -> Result<Response, ApiError> {
     if body.message.trim().is_empty() {
-        return Err(ApiError::bad_request("empty_message", "message must not be empty"));
+        return Err(ApiError::bad_request(
+            "empty_message",
+            "message must not be empty",
+        ));
     }
-    state.authorize_new_or_own_context(&principal, &context_id).await?;
+    state
+        .authorize_new_or_own_context(&principal, &context_id)
+        .await?;
     // The stream slot is taken before the turn starts, so a 429 never leaves a turn
     // running that nobody asked to watch.
     let permit = accepts_event_stream(&headers)
         .then(|| state.acquire_stream(&principal))
         .transpose()?;
-    let started = state.start_turn(&principal, &context_id, &body.message).await?;
-    Ok(turn_response(&state, permit, conn, started))
+    let started = state
+        .start_turn(&principal, &context_id, &body.message)
+        .await?;
+    turn_response(&state, permit, conn, started).await
 }
 
 /// 202 with the ids, or — when a stream permit was taken — the SSE stream of the task from
 /// `start_seq`, ending once the task settles.
-pub(crate) fn turn_response(
+pub(crate) async fn turn_response(
     state: &AppState,
     permit: Option<StreamPermit>,
     conn: Option<crate::ConnHandle>,
     started: TurnStarted,
-) -> Response {
+) -> Result<Response, ApiError> {
     let TurnStarted {
         context_id,
         task_id,
         start_seq,
     } = started;
     match permit {
-        None => (
+        None => Ok((
             StatusCode::ACCEPTED,
             Json(json!({"contextId": context_id, "taskId": task_id})),
         )
-            .into_response(),
+            .into_response()),
         Some(permit) => {
-            let events = state.open_stream(
-                permit,
-                conn,
-                StreamRequest {
-                    context_id,
-                    after_seq: start_seq,
-                    filter: EventFilter {
-                        task_id: Some(task_id.clone()),
-                        kinds: None,
-                        include_internal: true,
+            let events = state
+                .open_stream(
+                    permit,
+                    conn,
+                    StreamRequest {
+                        context_id,
+                        after_seq: start_seq,
+                        filter: EventFilter {
+                            task_id: Some(task_id.clone()),
+                            kinds: None,
+                            include_internal: true,
+                        },
+                        close: CloseRule::TaskSettled(task_id),
                     },
-                    close: CloseRule::TaskSettled(task_id),
-                },
-            );
+                )
+                .await?;
             let config = state.config();
-            sse_response(EventFrames::new(events), config.keepalive, config.retry)
+            Ok(sse_response(
+                EventFrames::new(events),
+                config.keepalive,
+                config.retry,
+            ))
         }
     }
 }

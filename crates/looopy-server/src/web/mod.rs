@@ -22,7 +22,9 @@ use std::sync::OnceLock;
 
 use axum::Router;
 use axum::http::HeaderValue;
-use axum::http::header::{CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, REFERRER_POLICY, X_CONTENT_TYPE_OPTIONS};
+use axum::http::header::{
+    CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, REFERRER_POLICY, X_CONTENT_TYPE_OPTIONS,
+};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use sha2::{Digest, Sha256};
@@ -39,7 +41,10 @@ pub fn routes() -> Router<AppState> {
 
 async fn index() -> Response {
     let headers = [
-        (CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8")),
+        (
+            CONTENT_TYPE,
+            HeaderValue::from_static("text/html; charset=utf-8"),
+        ),
         (CACHE_CONTROL, HeaderValue::from_static("no-cache")),
         (X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")),
         (REFERRER_POLICY, HeaderValue::from_static("no-referrer")),
@@ -73,7 +78,7 @@ fn inline_hash(html: &str, open: &str, close: &str) -> String {
     let Some(len) = html[start..].find(close) else {
         return "'none'".into();
     };
-    let digest = Sha256::digest(html[start..start + len].as_bytes());
+    let digest = Sha256::digest(&html.as_bytes()[start..start + len]);
     format!("'sha256-{}'", base64(&digest))
 }
 
@@ -82,7 +87,11 @@ fn base64(bytes: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         for i in 0..4 {
             if i <= chunk.len() {
@@ -122,13 +131,23 @@ mod tests {
         assert_eq!(inline_hash("<p>", "<script>", "</script>"), "'none'");
         // The hash covers exactly the element's text.
         let h = inline_hash("<script>alert(1)</script>", "<script>", "</script>");
-        assert_eq!(h, format!("'sha256-{}'", base64(&Sha256::digest(b"alert(1)"))));
+        assert_eq!(
+            h,
+            format!("'sha256-{}'", base64(&Sha256::digest(b"alert(1)")))
+        );
     }
 
     #[test]
     fn the_page_is_self_contained() {
         // No external resources: nothing fetched from another origin.
-        for needle in ["http://", "https://", "src=\"//", "href=\"//", "<script src", "@import"] {
+        for needle in [
+            "http://",
+            "https://",
+            "src=\"//",
+            "href=\"//",
+            "<script src",
+            "@import",
+        ] {
             assert!(!INDEX_HTML.contains(needle), "the page references {needle}");
         }
         assert_eq!(INDEX_HTML.matches("<script>").count(), 1);

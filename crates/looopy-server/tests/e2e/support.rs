@@ -77,7 +77,11 @@ pub fn script() -> Script {
                 .when(Matcher::any().user_contains("fail"))
                 .response(Response::new().fail("the model is unavailable")),
         )
-        .turn(Turn::new().named("echo").response(Response::new().text("Echo: {{user}}")))
+        .turn(
+            Turn::new()
+                .named("echo")
+                .response(Response::new().text("Echo: {{user}}")),
+        )
 }
 
 pub struct TestServer {
@@ -131,7 +135,13 @@ impl TestServer {
     }
 
     /// A JSON-RPC request to `/a2a` with an optional `A2A-Version` and bearer token.
-    pub fn rpc(&self, version: Option<&str>, token: Option<&str>, method: &str, params: Value) -> reqwest::RequestBuilder {
+    pub fn rpc(
+        &self,
+        version: Option<&str>,
+        token: Option<&str>,
+        method: &str,
+        params: Value,
+    ) -> reqwest::RequestBuilder {
         let mut req = self.client.post(self.url("/a2a")).json(&json!({
             "jsonrpc": "2.0", "id": 1, "method": method, "params": params,
         }));
@@ -146,19 +156,30 @@ impl TestServer {
 
     /// A non-streaming call's whole JSON-RPC response.
     pub async fn call(&self, version: Option<&str>, method: &str, params: Value) -> Value {
-        let r = within("a JSON-RPC call", self.rpc(version, None, method, params).send())
-            .await
-            .unwrap();
+        let r = within(
+            "a JSON-RPC call",
+            self.rpc(version, None, method, params).send(),
+        )
+        .await
+        .unwrap();
         assert_eq!(r.status(), 200);
-        assert!(r.headers()["content-type"].to_str().unwrap().starts_with("application/json"));
+        assert!(
+            r.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("application/json")
+        );
         r.json().await.unwrap()
     }
 
     /// A streaming call's items (`result` of each frame) until the stream ends.
     pub async fn stream(&self, version: Option<&str>, method: &str, params: Value) -> Vec<Value> {
-        let r = within("a streaming call", self.rpc(version, None, method, params).send())
-            .await
-            .unwrap();
+        let r = within(
+            "a streaming call",
+            self.rpc(version, None, method, params).send(),
+        )
+        .await
+        .unwrap();
         let mut sse = SseReader::new(r);
         let mut items = Vec::new();
         while let Some(e) = sse.next().await {
@@ -172,7 +193,9 @@ impl TestServer {
 
     /// The context's last event seq, as the REST API reports it.
     pub async fn last_seq(&self, context: &str, token: Option<&str>) -> u64 {
-        let mut req = self.client.get(self.url(&format!("/v1/contexts/{context}/messages")));
+        let mut req = self
+            .client
+            .get(self.url(&format!("/v1/contexts/{context}/messages")));
         if let Some(t) = token {
             req = req.bearer_auth(t);
         }

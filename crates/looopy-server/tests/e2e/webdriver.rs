@@ -24,7 +24,9 @@ pub const CHROMEDRIVER: &str = "chromedriver";
 /// What is missing to run a browser test, if anything.
 pub fn browser_missing() -> Option<String> {
     if !std::path::Path::new(CHROMIUM).exists() {
-        return Some(format!("{CHROMIUM} is not installed (apt-get install chromium chromium-driver)"));
+        return Some(format!(
+            "{CHROMIUM} is not installed (apt-get install chromium chromium-driver)"
+        ));
     }
     match std::process::Command::new(CHROMEDRIVER)
         .arg("--version")
@@ -92,12 +94,15 @@ impl Browser {
             "browserName": "chrome",
             "goog:chromeOptions": {"binary": CHROMIUM, "args": args},
         }}});
-        let created: Value = within("a browser session", http.post(format!("{base}/session")).json(&caps).send())
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let created: Value = within(
+            "a browser session",
+            http.post(format!("{base}/session")).json(&caps).send(),
+        )
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
         let session = created["value"]["sessionId"]
             .as_str()
             .unwrap_or_else(|| panic!("no session: {created}"))
@@ -130,46 +135,70 @@ impl Browser {
     }
 
     pub async fn goto(&self, url: &str) {
-        self.command(reqwest::Method::POST, "/url", Some(json!({"url": url}))).await;
+        self.command(reqwest::Method::POST, "/url", Some(json!({"url": url})))
+            .await;
     }
 
     /// Reloads the page.
     pub async fn refresh(&self) {
-        self.command(reqwest::Method::POST, "/refresh", Some(json!({}))).await;
+        self.command(reqwest::Method::POST, "/refresh", Some(json!({})))
+            .await;
     }
 
     /// The first element matching a CSS selector.
     pub async fn find(&self, css: &str) -> String {
         let v = self
-            .command(reqwest::Method::POST, "/element", Some(json!({"using": "css selector", "value": css})))
+            .command(
+                reqwest::Method::POST,
+                "/element",
+                Some(json!({"using": "css selector", "value": css})),
+            )
             .await;
         let reference = v.as_object().and_then(|o| {
-            o.iter().find(|(k, _)| k.starts_with(ELEMENT_PREFIX)).and_then(|(_, id)| id.as_str())
+            o.iter()
+                .find(|(k, _)| k.starts_with(ELEMENT_PREFIX))
+                .and_then(|(_, id)| id.as_str())
         });
-        reference.unwrap_or_else(|| panic!("no element reference for {css}: {v}")).to_owned()
+        reference
+            .unwrap_or_else(|| panic!("no element reference for {css}: {v}"))
+            .to_owned()
     }
 
     pub async fn type_into(&self, css: &str, text: &str) {
         let id = self.find(css).await;
-        self.command(reqwest::Method::POST, &format!("/element/{id}/value"), Some(json!({"text": text})))
-            .await;
+        self.command(
+            reqwest::Method::POST,
+            &format!("/element/{id}/value"),
+            Some(json!({"text": text})),
+        )
+        .await;
     }
 
     pub async fn click(&self, css: &str) {
         let id = self.find(css).await;
-        self.command(reqwest::Method::POST, &format!("/element/{id}/click"), Some(json!({})))
-            .await;
+        self.command(
+            reqwest::Method::POST,
+            &format!("/element/{id}/click"),
+            Some(json!({})),
+        )
+        .await;
     }
 
     /// Runs `script` (a function body; `return` a JSON-able value) in the page.
     pub async fn eval(&self, script: &str) -> Value {
-        self.command(reqwest::Method::POST, "/execute/sync", Some(json!({"script": script, "args": []})))
-            .await
+        self.command(
+            reqwest::Method::POST,
+            "/execute/sync",
+            Some(json!({"script": script, "args": []})),
+        )
+        .await
     }
 
     /// A PNG of the viewport.
     pub async fn screenshot(&self) -> Vec<u8> {
-        let v = self.command(reqwest::Method::GET, "/screenshot", None).await;
+        let v = self
+            .command(reqwest::Method::GET, "/screenshot", None)
+            .await;
         base64_decode(v.as_str().unwrap())
     }
 
@@ -192,7 +221,10 @@ fn base64_decode(text: &str) -> Vec<u8> {
     let digits: Vec<u8> = text.bytes().filter_map(value).collect();
     let mut out = Vec::with_capacity(digits.len() * 3 / 4);
     for chunk in digits.chunks(4) {
-        let n = chunk.iter().enumerate().fold(0u32, |n, (i, d)| n | (u32::from(*d) << (18 - 6 * i)));
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, d)| n | (u32::from(*d) << (18 - 6 * i)));
         let bytes = n.to_be_bytes();
         out.extend_from_slice(&bytes[1..chunk.len()]);
     }
@@ -225,7 +257,9 @@ impl CutProxy {
                         continue;
                     }
                     let forward = tokio::spawn(async move {
-                        let Ok(mut server) = TcpStream::connect(target).await else { return };
+                        let Ok(mut server) = TcpStream::connect(target).await else {
+                            return;
+                        };
                         let mut client = client;
                         let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
                     });
