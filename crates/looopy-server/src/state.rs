@@ -320,52 +320,87 @@ impl AppState {
             .ok_or_else(|| ApiError::too_many_streams(self.inner.limiter.max()))
     }
 
-    /// Opens an event stream: registers with the router first (buffering live events),
-    /// then checks the resume point against the log — a 400 when it is ahead of it, never
-    /// a silently empty stream — and replays the log after it lazily as the client reads
-    /// (nothing to read when the client is caught up), then follows live events.
-    /// `internal:*` events are removed unless the server allows them, whatever `filter`
-    /// says. `conn` lets the router close a stalled client's connection.
-    pub async fn open_stream(
+    /// Opens an event stream from a resume point the server knows to be valid (such as a
+    /// turn's `start_seq`): registers with the router first (buffering live events), then
+    /// replays the log after `after_seq` lazily as the client reads, then follows live
+    /// events. `internal:*` events are removed unless the server allows them, whatever
+    /// `filter` says. `conn` lets the router close a stalled client's connection.
+    pub fn open_stream(
+        &self,
+        permit: StreamPermit,
+        conn: Option<ConnHandle>,
+        request: StreamRequest,
+    ) -> EventStream {
+        let (context_id, registration) = self.register(&request.context_id, conn);
+        self.build_stream(permit, request, context_id, registration, u64::MAX)
+    }
+
+    /// Opens an event stream from a resume point a client gave (`Last-Event-ID`): like
+    /// [`open_stream`](Self::open_stream), but the point is checked against the log after
+    /// registering — ahead of it is a 400, never a silently empty stream — and a client
+    /// that is caught up skips replay altogether.
+    pub async fn resume_stream(
         &self,
         permit: StreamPermit,
         conn: Option<ConnHandle>,
         request: StreamRequest,
     ) -> Result<EventStream, ApiError> {
-        let StreamRequest {
-            context_id,
-            after_seq,
-            mut filter,
-            close,
-        } = request;
-        filter.include_internal &= self.inner.config.allow_internal;
-        let context_id: Arc<str> = Arc::from(context_id);
-        let registration = self.inner.router.register(Arc::clone(&context_id), conn);
+        let (context_id, registration) = self.register(&request.context_id, conn);
         let last = {
             let _reading = self.inner.log_readers.acquire().await;
             self.store().event_log().last_seq(&context_id).await?
         };
-        if after_seq > last {
+        if request.after_seq > last {
             return Err(ApiError::bad_request(
                 "last_event_id_ahead",
                 format!(
-                    "Last-Event-ID {after_seq} is ahead of this context's event log (last id {last})"
+                    "Last-Event-ID {} is ahead of this context's event log (last id {last})",
+                    request.after_seq
                 ),
             ));
         }
-        Ok(EventStream::new(
+        // Everything after `last` was committed after registering: it is in the buffer.
+        Ok(self.build_stream(permit, request, context_id, registration, last))
+    }
+
+    fn register(
+        &self,
+        context_id: &str,
+        conn: Option<ConnHandle>,
+    ) -> (Arc<str>, crate::events::Registration) {
+        let context_id: Arc<str> = Arc::from(context_id);
+        let registration = self.inner.router.register(Arc::clone(&context_id), conn);
+        (context_id, registration)
+    }
+
+    fn build_stream(
+        &self,
+        permit: StreamPermit,
+        request: StreamRequest,
+        context_id: Arc<str>,
+        registration: crate::events::Registration,
+        replay_until: u64,
+    ) -> EventStream {
+        let StreamRequest {
+            after_seq,
+            mut filter,
+            close,
+            ..
+        } = request;
+        filter.include_internal &= self.inner.config.allow_internal;
+        EventStream::new(
             StreamSource {
                 store: self.store().clone(),
                 log_readers: Arc::clone(&self.inner.log_readers),
                 context_id,
-                replay_until: last,
+                replay_until,
             },
             after_seq,
             Arc::new(Subscription { filter, close }),
             registration,
             self.shutdown_signal(),
             Some(permit),
-        ))
+        )
     }
 }
 

@@ -67,7 +67,12 @@ async fn the_chat_page_streams_answers_and_resumes_after_a_dropped_connection() 
     if skip_without(browser_missing()) {
         return;
     }
-    let server = TestServer::with_config(|c| c.tokens = vec![TOKEN.into()]).await;
+    let server = TestServer::with_config(|c| {
+        c.tokens = vec![TOKEN.into()];
+        // EventSource waits this long before reconnecting; keep the test quick.
+        c.retry = std::time::Duration::from_millis(500);
+    })
+    .await;
     let proxy = CutProxy::start(server.addr).await;
     let browser = Browser::start().await;
     browser

@@ -8,8 +8,8 @@ mod router;
 mod stream;
 
 pub use filter::{CloseRule, EventFilter, parse_kinds};
-pub(crate) use router::Subscription;
 pub use router::{EventRouter, LiveEvent, RouterStats};
+pub(crate) use router::{Registration, Subscription};
 #[cfg(test)]
 pub(crate) use stream::REPLAY_PAGE;
 pub(crate) use stream::StreamSource;

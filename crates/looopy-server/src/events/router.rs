@@ -36,6 +36,7 @@ const LAG_GRACE: Duration = Duration::from_secs(1);
 
 /// A committed batch as the router shares it: every subscriber of an event shares one
 /// lazily encoded SSE frame, so an event is serialized once however many clients get it.
+#[derive(Debug)]
 struct SharedBatch {
     events: Batch,
     frames: Box<[OnceLock<Bytes>]>,
@@ -50,6 +51,7 @@ pub struct LiveEvent {
 
 /// What a subscriber's buffer holds: one committed batch and the index range in which its
 /// context's `count` events lie (other contexts' events may be interleaved).
+#[derive(Debug)]
 pub(crate) struct LiveRun {
     batch: Arc<SharedBatch>,
     next: usize,

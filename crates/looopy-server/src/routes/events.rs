@@ -51,7 +51,7 @@ pub(crate) async fn get_events(
     let after_seq = AppState::last_event_id(&headers, query.last_event_id.as_deref())?;
     let permit = state.acquire_stream(&principal)?;
     let events = state
-        .open_stream(
+        .resume_stream(
             permit,
             conn,
             StreamRequest {

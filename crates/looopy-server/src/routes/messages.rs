@@ -46,51 +46,45 @@ pub(crate) async fn post_message(
     let started = state
         .start_turn(&principal, &context_id, &body.message)
         .await?;
-    turn_response(&state, permit, conn, started).await
+    Ok(turn_response(&state, permit, conn, started))
 }
 
 /// 202 with the ids, or — when a stream permit was taken — the SSE stream of the task from
 /// `start_seq`, ending once the task settles.
-pub(crate) async fn turn_response(
+pub(crate) fn turn_response(
     state: &AppState,
     permit: Option<StreamPermit>,
     conn: Option<crate::ConnHandle>,
     started: TurnStarted,
-) -> Result<Response, ApiError> {
+) -> Response {
     let TurnStarted {
         context_id,
         task_id,
         start_seq,
     } = started;
     match permit {
-        None => Ok((
+        None => (
             StatusCode::ACCEPTED,
             Json(json!({"contextId": context_id, "taskId": task_id})),
         )
-            .into_response()),
+            .into_response(),
         Some(permit) => {
-            let events = state
-                .open_stream(
-                    permit,
-                    conn,
-                    StreamRequest {
-                        context_id,
-                        after_seq: start_seq,
-                        filter: EventFilter {
-                            task_id: Some(task_id.clone()),
-                            kinds: None,
-                            include_internal: true,
-                        },
-                        close: CloseRule::TaskSettled(task_id),
+            let events = state.open_stream(
+                permit,
+                conn,
+                StreamRequest {
+                    context_id,
+                    after_seq: start_seq,
+                    filter: EventFilter {
+                        task_id: Some(task_id.clone()),
+                        kinds: None,
+                        include_internal: true,
                     },
-                )
-                .await?;
+                    close: CloseRule::TaskSettled(task_id),
+                },
+            );
             let config = state.config();
-            Ok(sse_response(
-                EventFrames::new(events),
-                config.keepalive,
-                config.retry,
-            ))
+            sse_response(EventFrames::new(events), config.keepalive, config.retry)
         }
     }
 }

@@ -109,7 +109,7 @@ pub(crate) async fn provide_input(
     let started = state
         .provide_input(&task_id, &body.input_id, body.value)
         .await?;
-    turn_response(&state, permit, conn, started).await
+    Ok(turn_response(&state, permit, conn, started))
 }
 
 pub(crate) async fn cancel_task(
