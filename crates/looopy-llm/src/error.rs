@@ -14,7 +14,11 @@ pub enum LlmError {
     Connect(String),
     /// The server answered with an HTTP error before streaming.
     #[error("HTTP {status}: {message}")]
-    Http { status: u16, message: String, retry_after: Option<Duration> },
+    Http {
+        status: u16,
+        message: String,
+        retry_after: Option<Duration>,
+    },
     /// No bytes arrived within the idle timeout.
     #[error("no data from the provider for {0:?}")]
     IdleTimeout(Duration),
@@ -23,7 +27,11 @@ pub enum LlmError {
     Interrupted(String),
     /// The provider reported an error inside the stream (`{"error": …}`, `event: error`).
     #[error("provider error ({kind}): {message}")]
-    Provider { kind: String, message: String, retryable: bool },
+    Provider {
+        kind: String,
+        message: String,
+        retryable: bool,
+    },
     /// The stream was not in the expected format.
     #[error("malformed stream: {0}")]
     Decode(String),

@@ -1,7 +1,10 @@
 //! Model providers for Looopy: OpenAI-compatible Chat Completions, Anthropic Messages, and a
 //! scripted model for offline use. Each turns one [`ChatRequest`] into a lazy, cancellable
 //! [`LlmStream`] of [`LlmEvent`]s with true deltas.
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
 
 pub mod anthropic;
 mod error;

@@ -104,14 +104,24 @@ pub enum LlmEvent {
     /// Thought `id` is finished.
     ReasoningEnd(ThoughtInfo),
     /// A tool call began; `index` is its position among this response's calls.
-    ToolCallStart { index: usize, id: String, name: String },
+    ToolCallStart {
+        index: usize,
+        id: String,
+        name: String,
+    },
     /// More argument text of call `id` (as streamed; may be partial JSON).
     ToolCallDelta { id: String, arguments: String },
     /// A tool call is complete with parsed arguments (always a JSON object).
     ToolCallComplete { index: usize, call: ToolCall },
     /// A tool call whose arguments are not valid JSON: the raw text and the parse error.
     /// The stream goes on; the agent answers the call with an error result.
-    ToolCallInvalid { index: usize, id: String, name: String, raw_arguments: String, error: String },
+    ToolCallInvalid {
+        index: usize,
+        id: String,
+        name: String,
+        raw_arguments: String,
+        error: String,
+    },
     /// Token usage of this call (reported once per call, already de-duplicated).
     Usage(TokenUsage),
     /// The model finished; always the last event of a successful stream.

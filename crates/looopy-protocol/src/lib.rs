@@ -13,7 +13,10 @@
 //! assert_eq!(json["contextId"], "ctx-1");
 //! assert_eq!(json["seq"], 1);
 //! ```
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
 
 pub mod a2a;
 pub mod event;

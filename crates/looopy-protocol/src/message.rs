@@ -131,7 +131,10 @@ mod tests {
             Message::assistant("42"),
         ];
         let json = serde_json::to_value(&msgs).unwrap();
-        assert_eq!(json[0], serde_json::json!({"role": "user", "content": "what is 6*7?"}));
+        assert_eq!(
+            json[0],
+            serde_json::json!({"role": "user", "content": "what is 6*7?"})
+        );
         assert_eq!(json[2]["toolCallId"], "call-1");
         let back: Vec<Message> = serde_json::from_value(json).unwrap();
         assert_eq!(back, msgs);

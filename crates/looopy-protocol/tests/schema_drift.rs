@@ -25,6 +25,9 @@ fn committed_schema_matches_types() {
 fn schema_names_every_event_kind() {
     let schema = looopy_protocol::schema::protocol_schema_json();
     for kind in looopy_protocol::event::ALL_KINDS {
-        assert!(schema.contains(&format!("\"{kind}\"")), "{kind} missing from schema");
+        assert!(
+            schema.contains(&format!("\"{kind}\"")),
+            "{kind} missing from schema"
+        );
     }
 }

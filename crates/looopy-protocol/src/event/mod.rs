@@ -19,8 +19,8 @@ pub use internal::{
     Checkpoint, InternalToolComplete, InternalToolStart, LlmCall, Stage, ThoughtProcess,
 };
 pub use lifecycle::{
-    ContentComplete, ContentDelta, ErrorInfo, Initiator, SubtaskCreated, TaskComplete,
-    TaskCreated, TaskStatus, ThoughtStream, ThoughtType, Usage, Verbosity,
+    ContentComplete, ContentDelta, ErrorInfo, Initiator, SubtaskCreated, TaskComplete, TaskCreated,
+    TaskStatus, ThoughtStream, ThoughtType, Usage, Verbosity,
 };
 
 use chrono::{DateTime, Utc};

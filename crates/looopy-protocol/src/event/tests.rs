@@ -77,8 +77,17 @@ fn unknown_kind_and_bad_timestamp_are_errors_not_panics() {
 #[test]
 fn thought_constructors_make_delta_and_closing_shapes() {
     let d = serde_json::to_value(ThoughtStream::delta("th-1", 0, "I should")).unwrap();
-    assert_eq!(d, json!({"thoughtId":"th-1","index":0,"delta":"I should","isComplete":false}));
-    let mut c = ThoughtStream::complete("th-1", 1, "I should verify", ThoughtType::Reflection, Verbosity::Normal);
+    assert_eq!(
+        d,
+        json!({"thoughtId":"th-1","index":0,"delta":"I should","isComplete":false})
+    );
+    let mut c = ThoughtStream::complete(
+        "th-1",
+        1,
+        "I should verify",
+        ThoughtType::Reflection,
+        Verbosity::Normal,
+    );
     c.confidence = Some(0.7);
     let c = serde_json::to_value(c).unwrap();
     assert_eq!(c["content"], "I should verify");
