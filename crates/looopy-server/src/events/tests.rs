@@ -42,8 +42,12 @@ impl Fixture {
         let subscription = Arc::new(Subscription { filter, close });
         let registration = self.router.register(Arc::clone(&context), None);
         EventStream::new(
-            self.store.clone(),
-            context,
+            StreamSource {
+                store: self.store.clone(),
+                log_readers: Arc::new(tokio::sync::Semaphore::new(2)),
+                context_id: context,
+                replay_until: u64::MAX,
+            },
             after_seq,
             subscription,
             registration,
