@@ -17,8 +17,9 @@ use crate::limits::{StreamLimiter, StreamPermit};
 use crate::turns::Turns;
 use crate::{ApiError, ConnHandle, ServerConfig, ServerError};
 
-/// Concurrent log reads by streams (see `Inner::log_readers`).
-const LOG_READERS: usize = 8;
+/// Concurrent log reads by streams (see `Inner::log_readers`); the store keeps 4 idle
+/// connections, so stream reads never open new ones.
+const LOG_READERS: usize = 4;
 
 /// Shared state of one server; cheap to clone.
 #[derive(Clone)]
