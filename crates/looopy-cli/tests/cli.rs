@@ -253,3 +253,45 @@ fn a_turn_waiting_for_input_survives_the_process_and_is_resumed_by_another() {
     let third = looopy(&db, &["resume", &task, "again"], "");
     assert!(!third.status.success());
 }
+
+#[test]
+fn wire_tool_protocol_produces_the_same_event_protocol_as_native() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("l.db");
+    let kinds = |protocol: &str| {
+        let out = looopy(
+            &db,
+            &["run", "--json", "--tool-protocol", protocol, "What is 6*7?"],
+            "",
+        );
+        assert!(
+            out.status.success(),
+            "{protocol}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let events = json_lines(&out);
+        assert!(
+            text_of(&events, "content-delta", "delta").contains("6*7 = 42"),
+            "{protocol}"
+        );
+        let mut kinds: Vec<String> = events
+            .iter()
+            .map(|e| e["kind"].as_str().unwrap().to_string())
+            .collect();
+        kinds.dedup();
+        kinds
+    };
+    let native = kinds("native");
+    let wire = kinds("wire");
+    for k in [
+        "tool-start",
+        "tool-complete",
+        "thought-stream",
+        "task-complete",
+    ] {
+        assert!(
+            native.contains(&k.to_string()) && wire.contains(&k.to_string()),
+            "{k}"
+        );
+    }
+}

@@ -242,6 +242,20 @@ async fn a_message_with_the_task_id_answers_its_input_request() {
         task["contextId"].as_str().unwrap(),
     );
 
+    // Subscribing to a paused task gives the task (with its question) and ends.
+    let items = server
+        .stream(Some("1.0"), "SubscribeToTask", json!({"id": id}))
+        .await;
+    assert_eq!(items.len(), 1, "{items:?}");
+    assert_eq!(
+        items[0]["task"]["status"]["state"],
+        "TASK_STATE_INPUT_REQUIRED"
+    );
+    assert_eq!(
+        items[0]["task"]["status"]["message"]["parts"][0]["text"],
+        "What is your name?"
+    );
+
     // A new message in the context without the task id is refused while it waits.
     let busy = server
         .call(Some("1.0"), "SendMessage", json!({"message": {"messageId": "x", "contextId": ctx, "role": "ROLE_USER", "parts": [{"text": "hello"}]}}))
@@ -491,6 +505,34 @@ async fn failures_are_json_rpc_errors_with_the_specified_codes() {
         (r["error"]["code"].as_i64(), r["id"].as_i64()),
         (Some(-32600), Some(3))
     );
+
+    // Invalid UTF-8 split into a string, and a body over the limit.
+    let r: Value = server
+        .client
+        .post(server.url("/a2a"))
+        .header("content-type", "application/json")
+        .body(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"GetTask\",\"params\":{\"id\":\"\xff\xfe\"}}".to_vec())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(r["error"]["code"], -32700, "{r}");
+    let huge = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{{"id":"{}"}}}}"#,
+        "x".repeat(2 << 20)
+    );
+    let r = server
+        .client
+        .post(server.url("/a2a"))
+        .body(huge)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 413);
+    let r: Value = r.json().await.unwrap();
+    assert_eq!(r["error"]["code"], -32600, "{r}");
 
     let cases = [
         (Some("0.3"), "SendMessage", json!({}), -32601),

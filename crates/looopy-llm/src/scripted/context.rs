@@ -28,12 +28,55 @@ pub(crate) struct Conversation {
     pub message_count: usize,
     /// Characters of all message contents and tool-call arguments (for the usage estimate).
     pub input_chars: u64,
+    /// The request uses the text wire protocol (no tool definitions, a system prompt that
+    /// teaches `<execute>`): tool calls are written as an `<execute>` block and tool results
+    /// arrive as `<results>` user messages.
+    pub wire: bool,
+}
+
+/// Whether a user message is a wire-protocol tool result rather than something the user said.
+fn is_wire_results(m: &looopy_protocol::Message) -> bool {
+    m.role == Role::User && m.content.trim_start().starts_with("<results>")
+}
+
+/// The `content` of the last result in a `<results>[…]</results>` message (the raw body
+/// when it is not the expected JSON).
+fn last_wire_result(content: &str) -> String {
+    let body = content
+        .trim()
+        .trim_start_matches("<results>")
+        .trim_end_matches("</results>")
+        .trim();
+    match serde_json::from_str::<serde_json::Value>(body) {
+        Ok(serde_json::Value::Array(items)) => match items.last().map(|i| &i["content"]) {
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(serde_json::Value::Null) | None => String::new(),
+            Some(other) => other.to_string(),
+        },
+        _ => body.to_string(),
+    }
+}
+
+/// Tool names listed as `## name` headings in a wire-protocol system prompt.
+fn wire_tool_names(system: &str) -> Vec<String> {
+    system
+        .lines()
+        .filter_map(|l| l.strip_prefix("## "))
+        .map(|name| name.trim().to_string())
+        .filter(|name| !name.is_empty() && !name.contains(' '))
+        .collect()
 }
 
 impl Conversation {
     pub fn from_request(request: &ChatRequest) -> Self {
         let messages = &request.messages;
-        let last_user_pos = messages.iter().rposition(|m| m.role == Role::User);
+        let wire = request.tools.is_empty()
+            && messages
+                .iter()
+                .any(|m| m.role == Role::System && m.content.contains("<execute>"));
+        let last_user_pos = messages
+            .iter()
+            .rposition(|m| m.role == Role::User && !is_wire_results(m));
         let last_user = last_user_pos
             .map(|i| messages[i].content.clone())
             .unwrap_or_default();
@@ -45,9 +88,21 @@ impl Conversation {
         let last_tool_result = messages
             .iter()
             .rev()
-            .find(|m| m.role == Role::Tool)
-            .map(|m| m.content.clone())
+            .find_map(|m| match m.role {
+                Role::Tool => Some(m.content.clone()),
+                _ if is_wire_results(m) => Some(last_wire_result(&m.content)),
+                _ => None,
+            })
             .unwrap_or_default();
+        let tools = if wire {
+            messages
+                .iter()
+                .filter(|m| m.role == Role::System)
+                .flat_map(|m| wire_tool_names(&m.content))
+                .collect()
+        } else {
+            request.tools.iter().map(|t| t.name.clone()).collect()
+        };
         let input_chars = messages
             .iter()
             .map(|m| {
@@ -64,9 +119,10 @@ impl Conversation {
             last_user,
             last_tool_result,
             response_index,
-            tools: request.tools.iter().map(|t| t.name.clone()).collect(),
+            tools,
             message_count: messages.len(),
             input_chars,
+            wire,
         }
     }
 
@@ -223,6 +279,25 @@ mod tests {
         assert_eq!(conv.response_index, 2);
         assert_eq!(conv.last_tool_result, "42");
         assert_eq!(conv.message_count, 7);
+    }
+
+    #[test]
+    fn wire_protocol_results_count_as_tool_results_not_user_messages() {
+        let mut req = request(vec![
+            Message::system("Use <execute>[…]</execute>.\n# Tools\n\n## calculator\nEvaluates.\n"),
+            Message::user("What is 6*7?"),
+            Message::assistant("<execute>\n[{\"name\":\"calculator\",\"args\":{}}]\n</execute>"),
+            Message::user(
+                "<results>\n[{\"tool\":\"calculator\",\"status\":\"success\",\"content\":\"42\"}]\n</results>",
+            ),
+        ]);
+        req.tools.clear();
+        let conv = Conversation::from_request(&req);
+        assert!(conv.wire);
+        assert_eq!(conv.last_user, "What is 6*7?");
+        assert_eq!(conv.response_index, 1);
+        assert_eq!(conv.last_tool_result, "42");
+        assert_eq!(conv.tools, vec!["calculator".to_string()]);
     }
 
     #[test]

@@ -42,6 +42,8 @@ pub(crate) struct Player {
     repeat: Option<(String, u64)>,
     pending: VecDeque<Item>,
     tool_calls: usize,
+    /// Wire mode: calls collected for one `<execute>` block written at the end.
+    wire_calls: Vec<Value>,
     reported_usage: bool,
     finish_reason: Option<FinishReason>,
     output_chars: u64,
@@ -68,6 +70,7 @@ impl Player {
             repeat: None,
             pending: VecDeque::new(),
             tool_calls: 0,
+            wire_calls: Vec::new(),
             reported_usage: false,
             finish_reason: None,
             output_chars: 0,
@@ -185,6 +188,12 @@ impl Player {
             ToolArguments::Json(value) => render_json(&self.conversation, value).to_string(),
             ToolArguments::Raw(raw) => self.conversation.render(&raw),
         };
+        if self.conversation.wire {
+            let args = serde_json::from_str::<Value>(&raw).unwrap_or(Value::String(raw));
+            self.wire_calls
+                .push(serde_json::json!({ "name": name, "args": args }));
+            return;
+        }
         self.output_chars += raw.chars().count() as u64;
         self.pending.push_back(Ok(LlmEvent::ToolCallStart {
             index,
@@ -260,6 +269,16 @@ impl Player {
 
     fn finish(&mut self) {
         self.flush_splitter();
+        if !self.wire_calls.is_empty() {
+            // One batch, as the wire protocol asks; the model stops after `</execute>`.
+            let calls = Value::Array(std::mem::take(&mut self.wire_calls));
+            let block = format!("<execute>\n{calls}\n</execute>");
+            self.output_chars += block.chars().count() as u64;
+            for chunk in chunks(&block, self.default_chunk_size) {
+                self.pending
+                    .push_back(Ok(LlmEvent::TextDelta(chunk.to_string())));
+            }
+        }
         if !self.reported_usage {
             let input = self.conversation.input_chars.div_ceil(4);
             let output = self.output_chars.div_ceil(4);
@@ -269,11 +288,13 @@ impl Player {
                 total_tokens: input + output,
             })));
         }
-        let reason = self.finish_reason.take().unwrap_or(if self.tool_calls > 0 {
-            FinishReason::ToolCalls
-        } else {
-            FinishReason::Stop
-        });
+        let reason = self.finish_reason.take().unwrap_or(
+            if self.tool_calls > 0 && !self.conversation.wire {
+                FinishReason::ToolCalls
+            } else {
+                FinishReason::Stop
+            },
+        );
         self.pending.push_back(Ok(LlmEvent::Finish {
             reason: Some(reason),
         }));

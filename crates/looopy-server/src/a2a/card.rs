@@ -220,4 +220,19 @@ mod tests {
         assert!(a.starts_with('"') && a.ends_with('"') && a.len() == 18);
         assert_ne!(a, etag_of(b"b"));
     }
+
+    proptest::proptest! {
+        /// Whatever a client puts in `Host`, the card's URL is a plain `scheme://host`.
+        #[test]
+        fn any_host_header_gives_a_plain_url(host in "\\PC{0,80}") {
+            let uri: Uri = "/".parse().unwrap();
+            let mut h = HeaderMap::new();
+            if let Ok(v) = host.parse() {
+                h.insert("host", v);
+            }
+            let url = base_url(&h, &uri, "127.0.0.1:1");
+            let rest = url.strip_prefix("http://").unwrap();
+            proptest::prop_assert!(is_plain_host(rest), "{}", url);
+        }
+    }
 }

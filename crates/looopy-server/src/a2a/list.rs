@@ -188,4 +188,17 @@ mod tests {
             assert_eq!(parse_cursor(bad).unwrap_err().error.code, -32602, "{bad}");
         }
     }
+
+    proptest::proptest! {
+        #[test]
+        fn any_issued_cursor_reads_back(millis in 0i64..i64::MAX, id in "[A-Za-z0-9._:-]{1,128}") {
+            let token = format!("{millis}:{id}");
+            proptest::prop_assert_eq!(parse_cursor(&token).unwrap(), (millis, id));
+        }
+
+        #[test]
+        fn garbage_tokens_are_errors_not_panics(token in "\\PC*") {
+            let _ = parse_cursor(&token);
+        }
+    }
 }

@@ -352,4 +352,31 @@ mod tests {
             (TaskState::Working, Some("par"))
         );
     }
+
+    proptest::proptest! {
+        /// However a text is cut into appended chunks, the merged artifact holds it whole,
+        /// as one part.
+        #[test]
+        fn merged_chunks_rebuild_the_text(text in "\\PC{0,200}", cuts in proptest::collection::vec(0usize..200, 0..12)) {
+            let chars: Vec<char> = text.chars().collect();
+            let mut points: Vec<usize> = cuts.into_iter().map(|c| c.min(chars.len())).collect();
+            points.push(0);
+            points.push(chars.len());
+            points.sort_unstable();
+            points.dedup();
+            let mut artifacts = Vec::new();
+            for (i, w) in points.windows(2).enumerate() {
+                let piece: String = chars[w[0]..w[1]].iter().collect();
+                let chunk = v1::Artifact::new("a", vec![v1::Part::text(piece)]);
+                merge_artifact(&mut artifacts, chunk, i > 0);
+            }
+            if chars.is_empty() {
+                proptest::prop_assert!(artifacts.is_empty());
+            } else {
+                proptest::prop_assert_eq!(artifacts.len(), 1);
+                proptest::prop_assert_eq!(artifacts[0].parts.len(), 1);
+                proptest::prop_assert_eq!(artifacts[0].parts[0].as_text(), Some(text.as_str()));
+            }
+        }
+    }
 }
