@@ -13,8 +13,6 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::extract::connect_info::Connected;
-use axum::serve::{IncomingStream, Listener};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
@@ -31,11 +29,10 @@ impl KillableListener {
     }
 }
 
-impl Listener for KillableListener {
-    type Io = KillableIo;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (KillableIo, SocketAddr) {
+impl KillableListener {
+    /// The next connection; accept errors are logged and retried (after a pause when
+    /// out of file descriptors or similar), never returned.
+    pub(crate) async fn accept(&mut self) -> (KillableIo, SocketAddr) {
         loop {
             match self.inner.accept().await {
                 Ok((stream, addr)) => {
@@ -57,10 +54,6 @@ impl Listener for KillableListener {
                 }
             }
         }
-    }
-
-    fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.inner.local_addr()
     }
 }
 
@@ -90,8 +83,19 @@ impl KillableIo {
         waiter.as_mut().poll(cx).is_ready()
     }
 
+    /// The handle that closes this connection.
+    pub(crate) fn handle(&self, remote_addr: SocketAddr) -> ConnHandle {
+        ConnHandle {
+            remote_addr,
+            kill: self.kill.clone(),
+        }
+    }
+
     fn killed_error() -> io::Error {
-        io::Error::new(io::ErrorKind::ConnectionAborted, "connection closed by the server")
+        io::Error::new(
+            io::ErrorKind::ConnectionAborted,
+            "connection closed by the server",
+        )
     }
 
     /// Runs one I/O poll, failing it if the connection was killed before or while waiting.
@@ -121,7 +125,11 @@ impl AsyncRead for KillableIo {
 }
 
 impl AsyncWrite for KillableIo {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         self.get_mut().guard(cx, |io, cx| io.poll_write(cx, buf))
     }
 
@@ -130,7 +138,8 @@ impl AsyncWrite for KillableIo {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        self.get_mut().guard(cx, |io, cx| io.poll_write_vectored(cx, bufs))
+        self.get_mut()
+            .guard(cx, |io, cx| io.poll_write_vectored(cx, bufs))
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -170,15 +179,6 @@ impl ConnHandle {
     /// Whether [`close`](Self::close) was called (or the server closed every connection).
     pub fn is_closed(&self) -> bool {
         self.kill.is_cancelled()
-    }
-}
-
-impl Connected<IncomingStream<'_, KillableListener>> for ConnHandle {
-    fn connect_info(stream: IncomingStream<'_, KillableListener>) -> Self {
-        Self {
-            remote_addr: *stream.remote_addr(),
-            kill: stream.io().kill.clone(),
-        }
     }
 }
 

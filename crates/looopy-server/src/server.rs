@@ -8,20 +8,29 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use axum::Router;
+use axum::body::Body;
 use axum::extract::DefaultBodyLimit;
+use axum::extract::connect_info::ConnectInfo;
 use axum::http::{HeaderName, HeaderValue, Method, Request, StatusCode, header};
 use axum::middleware;
 use axum::response::IntoResponse;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
 use looopy_agent::Agent;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tower::ServiceExt;
 use tower_http::cors::{AllowOrigin, Any, CorsLayer};
 use tower_http::trace::TraceLayer;
 
 use crate::conn::KillableListener;
-use crate::{ApiError, AppState, ConnHandle, ServerConfig, ServerError, a2a, auth, routes, web};
+use crate::{ApiError, AppState, ServerConfig, ServerError, a2a, auth, routes, web};
 
 /// The whole HTTP surface: the `/v1` API, `/healthz`, A2A and the web page, behind
 /// authentication, the body limit, CORS (when configured) and request tracing.
@@ -36,7 +45,10 @@ pub fn router(state: AppState) -> Router {
         .merge(web::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(middleware::from_fn_with_state(state.clone(), auth::authenticate))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::authenticate,
+        ))
         .layer(DefaultBodyLimit::max(config.body_limit))
         .with_state(state);
     let app = match cors_layer(&config.cors_origins) {
@@ -109,7 +121,10 @@ pub async fn bind(config: ServerConfig, agent: Agent) -> Result<BoundServer, Ser
         .await
         .map_err(ServerError::Recover)?;
     if !recovered.is_empty() {
-        tracing::warn!(count = recovered.len(), "marked tasks interrupted by the previous process as failed");
+        tracing::warn!(
+            count = recovered.len(),
+            "marked tasks interrupted by the previous process as failed"
+        );
     }
     let state = AppState::new(config, agent)?;
     Ok(BoundServer {
@@ -141,36 +156,77 @@ impl BoundServer {
             state,
         } = self;
         let close_all = CancellationToken::new();
-        let listener = KillableListener::new(listener, close_all.clone());
-        let app = router(state.clone()).into_make_service_with_connect_info::<ConnHandle>();
-        let signal = {
+        let mut listener = KillableListener::new(listener, close_all.clone());
+        let app = router(state.clone());
+        let signal = tokio::spawn({
             let state = state.clone();
             async move {
                 shutdown.await;
                 tracing::info!("shutting down: closing event streams, finishing turns");
                 state.request_shutdown();
             }
-        };
-        let cutter = {
-            let requested = state.shutdown_signal();
-            let grace = state.config().shutdown_grace;
-            let close_all = close_all.clone();
-            tokio::spawn(async move {
-                requested.await;
-                tokio::time::sleep(grace).await;
-                tracing::warn!("closing connections still open after the shutdown grace period");
-                close_all.cancel();
-            })
-        };
+        });
+        // HTTP/1.1 only: SSE needs nothing more, browsers speak HTTP/2 only over TLS (a
+        // proxy's job), and an HTTP/1-only connection is a fraction of the memory.
+        let mut http = http1::Builder::new();
+        http.timer(TokioTimer::new())
+            .header_read_timeout(HEADER_READ_TIMEOUT)
+            .keep_alive(true);
+        let connections = TaskTracker::new();
+        let stop_accepting = state.shutdown_signal();
+        tokio::pin!(stop_accepting);
         tracing::info!(addr = %local_addr, "serving");
-        let served = axum::serve(listener, app)
-            .with_graceful_shutdown(signal)
-            .await;
-        cutter.abort();
+        loop {
+            let (io, remote_addr) = tokio::select! {
+                biased;
+                () = &mut stop_accepting => break,
+                accepted = listener.accept() => accepted,
+            };
+            let handle = io.handle(remote_addr);
+            let service = app.clone().map_request(move |request: Request<Incoming>| {
+                let mut request = request.map(Body::new);
+                request.extensions_mut().insert(ConnectInfo(handle.clone()));
+                request
+            });
+            let connection =
+                http.serve_connection(TokioIo::new(io), TowerToHyperService::new(service));
+            let stopping = state.shutdown_signal();
+            connections.spawn(async move {
+                tokio::pin!(connection);
+                tokio::select! {
+                    result = connection.as_mut() => return log_connection_end(result),
+                    () = stopping => {}
+                }
+                // Finish the response in flight (event streams end by themselves), then close.
+                connection.as_mut().graceful_shutdown();
+                log_connection_end(connection.await);
+            });
+        }
+        drop(listener);
+        connections.close();
+        let grace = state.config().shutdown_grace;
+        if tokio::time::timeout(grace, connections.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("closing connections still open after the shutdown grace period");
+            close_all.cancel();
+            connections.wait().await;
+        }
+        signal.abort();
         state.drain_turns().await;
         state.stop();
         tracing::info!("server stopped");
-        served.map_err(ServerError::Io)
+        Ok(())
+    }
+}
+
+/// Slow-header (slowloris) protection: a request head must arrive within this time.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn log_connection_end(result: Result<(), hyper::Error>) {
+    if let Err(error) = result {
+        tracing::debug!(%error, "connection ended with an error");
     }
 }
 

@@ -18,14 +18,18 @@ const TOKEN: &str = "sdk-test-token";
 
 fn sdk_missing() -> Option<String> {
     let probe = std::process::Command::new("python3")
-        .args(["-c", "import a2a.client, a2a.types, httpx"])
+        // The 1.x SDK (protobuf types, v0.3 compatibility transport); 0.x has another API.
+        .args([
+            "-c",
+            "import a2a.client, a2a.types, a2a.compat.v0_3.jsonrpc_transport, httpx",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .output();
     match probe {
         Err(e) => Some(format!("python3 is not available ({e})")),
         Ok(out) if !out.status.success() => Some(format!(
-            "the a2a-sdk Python package is not installed (python3 -m pip install a2a-sdk): {}",
+            "the a2a-sdk Python package (1.x) is not installed (python3 -m pip install 'a2a-sdk>=1.0'): {}",
             String::from_utf8_lossy(&out.stderr)
                 .lines()
                 .last()
