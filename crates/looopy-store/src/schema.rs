@@ -74,6 +74,52 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (context_id, seq)
     ) WITHOUT ROWID;
     "#,
+    // v2: the event log's rows carry only what reads need. Each context gets a small
+    // integer key (so the text id is not repeated in every row and index entry), and the
+    // rows live in a rowid table: appends take SQLite's append fast path and fill pages
+    // completely, where the WITHOUT ROWID table rebalanced a leaf on every split. task_id,
+    // kind and ts were copies of fields inside `data`; the `events` view still shows them
+    // (and accepts inserts) for people and tools looking at the file directly.
+    // `tasks_active` serves `Store::active_task` without scanning a context's history.
+    r#"
+    CREATE TABLE event_contexts (
+        context_key INTEGER PRIMARY KEY,
+        context_id  TEXT NOT NULL UNIQUE
+    );
+    CREATE TABLE event_log (
+        context_key INTEGER NOT NULL,
+        seq         INTEGER NOT NULL,
+        data        TEXT NOT NULL
+    );
+    CREATE UNIQUE INDEX event_log_by_context ON event_log(context_key, seq);
+
+    INSERT INTO event_contexts (context_id)
+        SELECT DISTINCT context_id FROM events ORDER BY context_id;
+    INSERT INTO event_log (context_key, seq, data)
+        SELECT c.context_key, e.seq, e.data
+        FROM events AS e JOIN event_contexts AS c USING (context_id)
+        ORDER BY e.context_id, e.seq;
+    DROP TABLE events;
+
+    CREATE VIEW events (context_id, seq, task_id, kind, ts, data) AS
+        SELECT c.context_id, l.seq,
+               CASE WHEN json_valid(l.data) THEN json_extract(l.data, '$.taskId') END,
+               CASE WHEN json_valid(l.data) THEN json_extract(l.data, '$.kind') END,
+               CASE WHEN json_valid(l.data) THEN json_extract(l.data, '$.timestamp') END,
+               l.data
+        FROM event_log AS l JOIN event_contexts AS c USING (context_key);
+    CREATE TRIGGER events_insert INSTEAD OF INSERT ON events BEGIN
+        INSERT OR IGNORE INTO event_contexts (context_id) VALUES (NEW.context_id);
+        INSERT INTO event_log (context_key, seq, data) VALUES (
+            (SELECT context_key FROM event_contexts WHERE context_id = NEW.context_id),
+            NEW.seq,
+            NEW.data
+        );
+    END;
+
+    CREATE INDEX tasks_active ON tasks(context_id, created_at, task_id)
+        WHERE state IN ('submitted', 'working', 'waiting-input', 'waiting-auth', 'waiting-subtask');
+    "#,
 ];
 
 /// The schema version this build writes.

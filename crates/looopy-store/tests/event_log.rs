@@ -254,6 +254,53 @@ async fn a_row_written_behind_the_writers_back_is_caught_by_the_row_by_row_retry
 }
 
 #[tokio::test]
+async fn a_context_first_seen_in_a_failed_batch_is_written_by_the_retry() {
+    let (_dir, store) = common::open_temp();
+    let log = store.event_log();
+    log.append(delta("ctx", 1)).await.unwrap();
+    log.flush().await.unwrap();
+    let foreign = serde_json::to_string(&delta("ctx", 2)).unwrap();
+    common::raw_connection(&store)
+        .execute(
+            "INSERT INTO events (context_id, seq, task_id, kind, ts, data) VALUES ('ctx', 2, 't', 'content-delta', '', ?1)",
+            [foreign],
+        )
+        .unwrap();
+    // Hold the write lock so both contexts' events land in one batch, whose transaction
+    // (which also creates the new context's key) fails on ctx's seq 2 and rolls back.
+    let mut blocker = common::raw_connection(&store);
+    let lock = blocker
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .unwrap();
+    for seq in 1..=40 {
+        log.append(delta("fresh", seq)).await.unwrap();
+    }
+    log.append(delta("ctx", 2)).await.unwrap();
+    log.append(delta("ctx", 3)).await.unwrap();
+    lock.commit().unwrap();
+    let err = log.flush().await.unwrap_err();
+    assert!(
+        matches!(&err, StoreError::Rejected { count: 1, examples } if examples[0].context_id == "ctx"),
+        "{err:?}"
+    );
+    let fresh: Vec<u64> = log
+        .read_after("fresh", 0, 100)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.seq)
+        .collect();
+    assert_eq!(fresh, (1..=40).collect::<Vec<_>>());
+    assert_eq!(log.last_seq("ctx").await.unwrap(), 3);
+    // And the writer keeps going on both.
+    log.append(delta("fresh", 41)).await.unwrap();
+    log.append(delta("ctx", 4)).await.unwrap();
+    log.flush().await.unwrap();
+    assert_eq!(log.last_seq("fresh").await.unwrap(), 41);
+    assert_eq!(log.last_seq("ctx").await.unwrap(), 4);
+}
+
+#[tokio::test]
 async fn a_corrupt_event_row_is_a_corrupt_error_naming_the_row() {
     let (_dir, store) = common::open_temp();
     let log = store.event_log();

@@ -37,10 +37,121 @@ async fn fresh_file_is_created_with_parent_dirs_wal_and_current_schema() {
             "artifact_chunks",
             "artifacts",
             "contexts",
-            "events",
+            "event_contexts",
+            "event_log",
             "messages",
             "tasks"
         ]
+    );
+    // `events` stays readable by name for people and tools, as a view.
+    let kind: String = conn
+        .query_row(
+            "SELECT type FROM sqlite_master WHERE name = 'events'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(kind, "view");
+}
+
+/// The v1 schema's event table, as released.
+const V1_EVENTS: &str = "
+    CREATE TABLE events (
+        context_id TEXT NOT NULL,
+        seq        INTEGER NOT NULL,
+        task_id    TEXT NOT NULL,
+        kind       TEXT NOT NULL,
+        ts         TEXT NOT NULL,
+        data       TEXT NOT NULL,
+        PRIMARY KEY (context_id, seq)
+    ) WITHOUT ROWID;
+    CREATE TABLE tasks (
+        task_id        TEXT PRIMARY KEY NOT NULL,
+        context_id     TEXT NOT NULL,
+        parent_task_id TEXT,
+        state          TEXT NOT NULL,
+        created_at     TEXT NOT NULL,
+        updated_at     TEXT NOT NULL,
+        error          TEXT,
+        result         TEXT,
+        pending        TEXT
+    ) WITHOUT ROWID;
+";
+
+#[tokio::test]
+async fn v1_events_are_migrated_to_the_keyed_log_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("looopy.db");
+    // Build a v1 file by hand: its event table with rows of two contexts.
+    let originals: Vec<_> = (1..=5)
+        .map(|seq| common::delta("ctx-a", seq))
+        .chain((1..=3).map(|seq| common::delta("ctx-b", seq)))
+        .collect();
+    {
+        // The full v1 schema comes from the store itself; then the version is rewound
+        // and the v1 event table recreated with rows in it.
+        drop(Store::open(&path).unwrap());
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "DROP VIEW events; DROP TABLE event_log; DROP TABLE event_contexts;
+             DROP INDEX tasks_active; DROP TABLE tasks;",
+        )
+        .unwrap();
+        conn.execute_batch(V1_EVENTS).unwrap();
+        for event in &originals {
+            conn.execute(
+                "INSERT INTO events (context_id, seq, task_id, kind, ts, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                rusqlite::params![
+                    event.context_id,
+                    event.seq as i64,
+                    event.task_id,
+                    event.kind(),
+                    "2024-01-01T00:00:00.000Z",
+                    serde_json::to_string(event).unwrap()
+                ],
+            )
+            .unwrap();
+        }
+        conn.pragma_update(None, "user_version", 1).unwrap();
+    }
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.schema_version().await.unwrap(), SCHEMA_VERSION);
+    let log = store.event_log();
+    let a = log.read_after("ctx-a", 0, 100).await.unwrap();
+    let b = log.read_after("ctx-b", 2, 100).await.unwrap();
+    // The same JSON as was stored (timestamps keep their millisecond precision).
+    let json = |events: &[looopy_protocol::Event]| -> Vec<String> {
+        events
+            .iter()
+            .map(|e| serde_json::to_string(e).unwrap())
+            .collect()
+    };
+    assert_eq!(json(&a), json(&originals[..5]));
+    assert_eq!(json(&b), json(&originals[7..]));
+    assert_eq!(log.last_seq("ctx-a").await.unwrap(), 5);
+    assert_eq!(log.last_seq("ctx-b").await.unwrap(), 3);
+    // The writer continues each context after its migrated rows and refuses old seqs.
+    log.append(common::delta("ctx-b", 4)).await.unwrap();
+    log.flush().await.unwrap();
+    log.append(common::delta("ctx-a", 5)).await.unwrap();
+    assert!(matches!(
+        log.flush().await,
+        Err(StoreError::Rejected { count: 1, .. })
+    ));
+    assert_eq!(log.last_seq("ctx-b").await.unwrap(), 4);
+    // The compatibility view shows the migrated and the new rows with their fields.
+    let conn = common::raw_connection(&store);
+    let rows: Vec<(String, i64, String, String)> = conn
+        .prepare("SELECT context_id, seq, task_id, kind FROM events ORDER BY context_id, seq")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(rows.len(), 9);
+    assert_eq!(
+        rows[8],
+        ("ctx-b".into(), 4, "task-1".into(), "content-delta".into())
     );
 }
 

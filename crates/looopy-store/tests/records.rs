@@ -184,6 +184,59 @@ async fn tasks_upsert_and_list_in_creation_order() {
 }
 
 #[tokio::test]
+async fn active_task_is_the_newest_unfinished_task_of_the_context() {
+    let (_dir, store) = common::open_temp();
+    assert_eq!(store.active_task("ctx").await.unwrap(), None);
+    const ALL: [TaskState; 9] = [
+        TaskState::Submitted,
+        TaskState::Working,
+        TaskState::WaitingInput,
+        TaskState::WaitingAuth,
+        TaskState::WaitingSubtask,
+        TaskState::Completed,
+        TaskState::Failed,
+        TaskState::Canceled,
+        TaskState::Rejected,
+    ];
+    // A newer unfinished task of another context never leaks in.
+    store
+        .put_task(&task("other", "ctx-other", TaskState::Working, 0))
+        .await
+        .unwrap();
+    for state in ALL {
+        // An older unfinished task, then the newest task in `state`.
+        let old = task("old", "ctx", TaskState::WaitingInput, 100);
+        let newest = task("newest", "ctx", state, 10);
+        store.put_task(&old).await.unwrap();
+        store.put_task(&newest).await.unwrap();
+        let active = store.active_task("ctx").await.unwrap();
+        let expected = if state.is_terminal() { old } else { newest };
+        assert_eq!(active, Some(expected), "{state}");
+    }
+    // Once everything is finished there is no active task.
+    store
+        .put_task(&task("old", "ctx", TaskState::Completed, 100))
+        .await
+        .unwrap();
+    store
+        .put_task(&task("newest", "ctx", TaskState::Canceled, 10))
+        .await
+        .unwrap();
+    assert_eq!(store.active_task("ctx").await.unwrap(), None);
+    // Same creation time: the greatest task id wins, as in list_tasks' order.
+    let at = Utc::now();
+    for id in ["b", "c", "a"] {
+        let mut record = TaskRecord::new(id, "tie", TaskState::Working);
+        record.created_at = at;
+        store.put_task(&record).await.unwrap();
+    }
+    let listed = store.list_tasks(Some("tie")).await.unwrap();
+    let active = store.active_task("tie").await.unwrap().unwrap();
+    assert_eq!(active.task_id, "c");
+    assert_eq!(Some(&active), listed.last());
+}
+
+#[tokio::test]
 async fn orphaned_tasks_fail_after_a_crash_and_paused_ones_survive() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("looopy.db");

@@ -9,6 +9,7 @@
 
 mod checkpoint;
 mod read;
+mod rows;
 mod tail;
 mod writer;
 

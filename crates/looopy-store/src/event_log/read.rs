@@ -29,7 +29,7 @@ pub(super) async fn last_seq(
     let context_id = context_id.to_string();
     pool.run(move |conn| {
         let max: Option<i64> = conn
-            .prepare_cached("SELECT MAX(seq) FROM events WHERE context_id = ?1")?
+            .prepare_cached(super::rows::LAST_SEQ)?
             .query_row([&context_id], |row| row.get(0))?;
         max.map_or(Ok(0), |seq| to_u64(seq, "events", &context_id))
     })
@@ -52,9 +52,7 @@ fn read_page(
             .min(i64::MAX as u64),
         "limit",
     )?;
-    let mut stmt = conn.prepare_cached(
-        "SELECT seq, data FROM events WHERE context_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
-    )?;
+    let mut stmt = conn.prepare_cached(super::rows::READ_PAGE)?;
     let mut rows = stmt.query(params![context_id, after, limit])?;
     let mut events = Vec::new();
     while let Some(row) = rows.next()? {

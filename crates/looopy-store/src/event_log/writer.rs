@@ -5,13 +5,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use chrono::SecondsFormat;
-
 use looopy_protocol::Event;
-use rusqlite::{Connection, Transaction, TransactionBehavior, params};
+use rusqlite::{Connection, TransactionBehavior};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 use super::checkpoint::Checkpointer;
+use super::rows::{self, ContextMemo, Encoder};
 use super::{Batch, Command, Stats};
 use crate::{RejectedEvent, StoreError};
 
@@ -29,12 +28,13 @@ pub(super) struct Writer {
     live: broadcast::Sender<Batch>,
     stats: Arc<Stats>,
     max_batch: usize,
-    /// Highest accepted `seq` per context, to refuse non-increasing ones without a query.
-    last_seq: HashMap<String, u64>,
+    /// Highest accepted `seq` (and row key) per context, to refuse non-increasing seqs
+    /// without a query.
+    contexts: HashMap<String, ContextMemo>,
     rejected_count: u64,
     rejected_examples: Vec<RejectedEvent>,
-    /// Reused serialization buffers: one allocation per batch, not per event.
-    json: Vec<u8>,
+    /// Reused serialization buffers: no allocation per event.
+    encoder: Encoder,
     /// Runs WAL checkpoints off the commit path (None: SQLite's automatic ones).
     checkpointer: Option<Checkpointer>,
 }
@@ -54,10 +54,10 @@ impl Writer {
             live,
             stats,
             max_batch: max_batch.max(1),
-            last_seq: HashMap::new(),
+            contexts: HashMap::new(),
             rejected_count: 0,
             rejected_examples: Vec::new(),
-            json: Vec::with_capacity(1024),
+            encoder: Encoder::new(),
             checkpointer,
         }
     }
@@ -130,14 +130,15 @@ impl Writer {
 
     /// Writes one batch: refuses bad sequence numbers, inserts the rest in one transaction
     /// (falling back to one transaction per event if that fails), broadcasts what committed.
-    fn commit(&mut self, events: Vec<Event>) {
-        let mut accepted = Vec::with_capacity(events.len());
-        for event in events {
-            match self.check_seq(&event) {
-                Ok(()) => accepted.push(event),
-                Err(reason) => self.reject(&event, reason),
+    fn commit(&mut self, mut accepted: Vec<Event>) {
+        // In place: events are large, moving each into a second vector costs a copy.
+        accepted.retain(|event| match self.check_seq(event) {
+            Ok(()) => true,
+            Err(reason) => {
+                self.reject(event, reason);
+                false
             }
-        }
+        });
         if accepted.is_empty() {
             return;
         }
@@ -160,8 +161,8 @@ impl Writer {
         if event.seq == 0 || i64::try_from(event.seq).is_err() {
             return Err(format!("seq {} is outside 1..=i64::MAX", event.seq));
         }
-        let last = match self.last_seq.get(&event.context_id) {
-            Some(&last) => last,
+        let (key, last) = match self.contexts.get(&event.context_id) {
+            Some(memo) => (memo.key, memo.last_seq),
             None => self.stored_last_seq(&event.context_id)?,
         };
         if event.seq <= last {
@@ -170,24 +171,32 @@ impl Writer {
                 event.seq
             ));
         }
-        if let Some(slot) = self.last_seq.get_mut(&event.context_id) {
-            *slot = event.seq;
+        if let Some(memo) = self.contexts.get_mut(&event.context_id) {
+            memo.last_seq = event.seq;
         } else {
-            if self.last_seq.len() >= SEQ_MEMO_LIMIT {
-                self.last_seq.clear();
+            if self.contexts.len() >= SEQ_MEMO_LIMIT {
+                self.contexts.clear();
             }
-            self.last_seq.insert(event.context_id.clone(), event.seq);
+            let memo = ContextMemo {
+                key,
+                last_seq: event.seq,
+            };
+            self.contexts.insert(event.context_id.clone(), memo);
         }
         Ok(())
     }
 
-    fn stored_last_seq(&self, context_id: &str) -> Result<u64, String> {
-        let max: Option<i64> = self
-            .conn
-            .prepare_cached("SELECT MAX(seq) FROM events WHERE context_id = ?1")
-            .and_then(|mut stmt| stmt.query_row([context_id], |row| row.get(0)))
+    /// The context's row key (if it has one) and highest stored seq (0 if none).
+    fn stored_last_seq(&self, context_id: &str) -> Result<(Option<i64>, u64), String> {
+        let stored = rows::stored_context(&self.conn, context_id)
             .map_err(|e| format!("cannot read the last seq: {e}"))?;
-        Ok(max.and_then(|m| u64::try_from(m).ok()).unwrap_or(0))
+        Ok(match stored {
+            Some((key, max)) => (
+                Some(key),
+                max.and_then(|m| u64::try_from(m).ok()).unwrap_or(0),
+            ),
+            None => (None, 0),
+        })
     }
 
     fn reject(&mut self, event: &Event, reason: String) {
@@ -209,15 +218,15 @@ impl Writer {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let (skipped, bytes) = insert_rows(&tx, &mut self.json, events)?;
+        let (skipped, bytes) = rows::insert(&tx, &mut self.encoder, &mut self.contexts, events)?;
         tx.commit()?;
         let written = events.len() - skipped.len();
         if written > 0 {
             self.stats.committed(written);
         }
         if let Some(checkpointer) = &mut self.checkpointer {
-            // Every transaction also rewrites at least a leaf page and its parent.
-            checkpointer.wrote(bytes + 2 * 4096);
+            // Every transaction also rewrites at least a table leaf, an index leaf and a parent.
+            checkpointer.wrote(bytes + 3 * 4096);
         }
         Ok(skipped)
     }
@@ -236,7 +245,7 @@ impl Writer {
             match reasons.next_if(|(i, _)| *i == index) {
                 Some((_, reason)) => {
                     // Its seq was never written, so the context's memo must not claim it.
-                    self.last_seq.remove(&event.context_id);
+                    self.contexts.remove(&event.context_id);
                     self.reject(&event, reason);
                 }
                 None => kept.push(event),
@@ -248,8 +257,9 @@ impl Writer {
     /// After a failed batch: each event in its own transaction, so one bad event (or a
     /// constraint the memo did not know about) costs only itself.
     fn insert_one_by_one(&mut self, events: Vec<Event>) -> Vec<Event> {
-        // The failed transaction rolled back; the memo may claim seqs that were not written.
-        self.last_seq.clear();
+        // The failed transaction rolled back; the memo may claim seqs that were not written
+        // (and keys of contexts whose rows were rolled back).
+        self.contexts.clear();
         let mut committed = Vec::with_capacity(events.len());
         for event in events {
             if let Err(reason) = self.check_seq(&event) {
@@ -259,63 +269,18 @@ impl Writer {
             match self.insert_batch(std::slice::from_ref(&event)) {
                 Ok(skipped) if skipped.is_empty() => committed.push(event),
                 Ok(mut skipped) => {
-                    self.last_seq.remove(&event.context_id);
+                    self.contexts.remove(&event.context_id);
                     let reason = skipped.pop().map(|(_, r)| r).unwrap_or_default();
                     self.reject(&event, reason);
                 }
                 Err(error) => {
-                    self.last_seq.remove(&event.context_id);
+                    self.contexts.remove(&event.context_id);
                     self.reject(&event, format!("write failed: {error}"));
                 }
             }
         }
         committed
     }
-}
-
-/// Inserts `events` with one cached statement, serializing each exactly once into `json`.
-/// Returns the events skipped as unserializable and the bytes written.
-fn insert_rows(
-    tx: &Transaction<'_>,
-    json: &mut Vec<u8>,
-    events: &[Event],
-) -> rusqlite::Result<(Vec<(usize, String)>, u64)> {
-    let mut stmt = tx.prepare_cached(
-        "INSERT INTO events (context_id, seq, task_id, kind, ts, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-    )?;
-    let mut skipped = Vec::new();
-    let mut bytes = 0;
-    for (index, event) in events.iter().enumerate() {
-        json.clear();
-        if let Err(e) = serde_json::to_writer(&mut *json, event) {
-            skipped.push((index, format!("cannot serialize: {e}")));
-            continue;
-        }
-        let Ok(data) = std::str::from_utf8(json) else {
-            skipped.push((index, "serialized to invalid UTF-8".to_string()));
-            continue;
-        };
-        // Same shape as the event's own `timestamp` (RFC 3339, UTC, milliseconds).
-        let ts = event.timestamp.to_rfc3339_opts(SecondsFormat::Millis, true);
-        // check_seq guaranteed the seq fits in an i64.
-        let seq = i64::try_from(event.seq).unwrap_or(i64::MAX);
-        let kind = event.kind();
-        stmt.execute(params![
-            event.context_id,
-            seq,
-            event.task_id,
-            kind,
-            ts,
-            data
-        ])?;
-        bytes += (data.len()
-            + event.context_id.len()
-            + event.task_id.len()
-            + kind.len()
-            + ts.len()
-            + 16) as u64;
-    }
-    Ok((skipped, bytes))
 }
 
 #[cfg(test)]
@@ -360,11 +325,15 @@ mod tests {
 
         // Fill the memo to its limit: the next new context clears it.
         for i in 0..SEQ_MEMO_LIMIT {
-            writer.last_seq.insert(format!("filler-{i}"), 1);
+            let memo = ContextMemo {
+                key: None,
+                last_seq: 1,
+            };
+            writer.contexts.insert(format!("filler-{i}"), memo);
         }
         writer.commit(vec![event("c", 1)]);
-        assert_eq!(writer.last_seq.len(), 1);
-        assert!(!writer.last_seq.contains_key("a"));
+        assert_eq!(writer.contexts.len(), 1);
+        assert!(!writer.contexts.contains_key("a"));
 
         // "a" is no longer memoised, yet its last seq is still enforced from the table.
         writer.commit(vec![event("a", 2), event("a", 3)]);
@@ -373,7 +342,7 @@ mod tests {
         assert_eq!(delivered.iter().map(|e| e.seq).collect::<Vec<_>>(), [3]);
         assert_eq!(writer.rejected_count, 1);
         assert_eq!(writer.rejected_examples[0].seq, 2);
-        assert_eq!(writer.last_seq.get("a"), Some(&3));
+        assert_eq!(writer.contexts.get("a").map(|m| m.last_seq), Some(3));
     }
 
     #[test]

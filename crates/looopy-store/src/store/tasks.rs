@@ -21,6 +21,12 @@ const ORPHAN_STATES: [TaskState; 3] = [
     TaskState::WaitingSubtask,
 ];
 
+/// The newest unfinished task of context `?1`. The `state IN (...)` term must match the
+/// `WHERE` of the partial index `tasks_active` (schema v2) word for word for SQLite to use it.
+const ACTIVE_IN_CONTEXT: &str = "INDEXED BY tasks_active WHERE context_id = ?1 \
+     AND state IN ('submitted', 'working', 'waiting-input', 'waiting-auth', 'waiting-subtask') \
+     ORDER BY created_at DESC, task_id DESC LIMIT 1";
+
 struct RawTask {
     task_id: String,
     context_id: String,
@@ -149,6 +155,24 @@ impl Store {
                         .collect::<Result<Vec<_>, _>>()?,
                 };
                 rows.into_iter().map(decode).collect()
+            })
+            .await
+    }
+
+    /// The context's most recent task that is not terminal (submitted, working, waiting
+    /// for input, authentication or a sub-task), if any: what a new turn must resume or
+    /// wait for. Served by a partial index of unfinished tasks, so it costs the same however
+    /// long the context's history is. "Most recent" is the latest `created_at` (ties: the
+    /// greatest `task_id`), i.e. the last such task [`list_tasks`](Self::list_tasks) lists.
+    pub async fn active_task(&self, context_id: &str) -> Result<Option<TaskRecord>, StoreError> {
+        let context_id = context_id.to_string();
+        self.pool()
+            .run(move |conn| {
+                conn.prepare_cached(&format!("SELECT {COLUMNS} FROM tasks {ACTIVE_IN_CONTEXT}"))?
+                    .query_row([&context_id], raw)
+                    .optional()?
+                    .map(decode)
+                    .transpose()
             })
             .await
     }
