@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use looopy_agent::{AgentConfig, ToolProtocol};
 use looopy_llm::TokenUsage;
-use looopy_llm::scripted::{Matcher, Response, Script, ScriptedProvider, Turn};
+use looopy_llm::scripted::{Response, Script, ScriptedProvider, Turn};
 use serde_json::json;
 
 async fn run(
@@ -68,17 +68,15 @@ async fn snapshot_calculator_turn() {
 #[tokio::test]
 async fn snapshot_wire_turn() {
     let provider = ScriptedProvider::new(
-        Script::new()
-            .turn(
-                Turn::new()
-                    .when(Matcher::any().user_contains("results"))
-                    .response(Response::new().text("<respond>It is 42.</respond><end>").usage(usage(40, 6))),
-            )
-            .turn(Turn::new().response(
-                Response::new()
-                    .text("<think>Use it.</think><execute>[{\"name\":\"calculator\",\"args\":{\"expression\":\"6*7\"}}]</execute>")
-                    .usage(usage(30, 12)),
-            )),
+        Script::new().turn(
+            Turn::new()
+                .response(
+                    Response::new()
+                        .text("<think>Use it.</think><execute>[{\"name\":\"calculator\",\"args\":{\"expression\":\"6*7\"}}]</execute>")
+                        .usage(usage(30, 12)),
+                )
+                .response(Response::new().text("<respond>It is 42.</respond><end>").usage(usage(40, 6))),
+        ),
     );
     let config = AgentConfig {
         tool_protocol: ToolProtocol::Wire,

@@ -8,21 +8,19 @@ use looopy_agent::{AgentConfig, ToolProtocol};
 use looopy_llm::scripted::{Matcher, Response, Script, ScriptedProvider, Turn};
 use looopy_protocol::{EventPayload, Role, TaskState};
 
-/// The scripted model answers `<results>` messages with the final answer, anything else
-/// with a think block and one batch (followed by text the agent must ignore).
+/// The scripted model first thinks and writes one batch (followed by text the agent must
+/// ignore); after the `<results>` message it gives the final answer.
 fn wire_model() -> ScriptedProvider {
     ScriptedProvider::new(
-        Script::new()
-            .turn(
-                Turn::new()
-                    .when(Matcher::any().user_contains("results"))
-                    .response(Response::new().text(
-                        "<think>The tool said 42.</think>\n<respond>6*7 is 42.</respond>\n<end>",
-                    )),
-            )
-            .turn(Turn::new().response(Response::new().text(
-                "<think>I should use the calculator.</think>\n<execute>\n[{\"name\": \"calculator\", \"args\": {\"expression\": \"6*7\"}}]\n</execute>\nI guess the answer is 41.",
-            ))),
+        Script::new().turn(
+            Turn::new()
+                .response(Response::new().text(
+                    "<think>I should use the calculator.</think>\n<execute>\n[{\"name\": \"calculator\", \"args\": {\"expression\": \"6*7\"}}]\n</execute>\nI guess the answer is 41.",
+                ))
+                .response(Response::new().text(
+                    "<think>The tool said 42.</think>\n<respond>6*7 is 42.</respond>\n<end>",
+                )),
+        ),
     )
 }
 

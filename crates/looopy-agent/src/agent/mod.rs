@@ -105,12 +105,11 @@ impl Agent {
                 return Err(AgentError::Forbidden(context_id.to_string()));
             }
         }
+        // The newest unfinished task, from an index: O(1) however long the conversation.
         if let Some(waiting) = store
-            .list_tasks(Some(context_id))
+            .active_task(context_id)
             .await?
-            .into_iter()
-            .rev()
-            .find(|t| t.state == TaskState::WaitingInput)
+            .filter(|t| t.state == TaskState::WaitingInput)
         {
             let input_id = waiting
                 .pending
