@@ -2,14 +2,17 @@
 //!
 //! The server runs in a child process with the scripted model; a turn streams
 //! `LOOOPY_BENCH_DELTAS` (default 20,000) content deltas as fast as the agent can produce
-//! them. 1,000 SSE clients (reqwest + the WHATWG decoder, in this process, on the same
-//! machine) each read the whole turn; a client cut off for falling behind reconnects with
-//! `Last-Event-ID`, as a browser would. Reported: deliveries per second (events × clients
-//! / time until the last client has the `task-complete`), and reconnections.
+//! them. 1,000 SSE clients (reqwest, in this process, on the same machine) each read the
+//! whole turn with a minimal line scanner (`id:` and `event:` lines only — a full decoder
+//! per client would measure the clients, not the server); a client cut off for falling
+//! behind reconnects with `Last-Event-ID`, as a browser would. Reported: deliveries per
+//! second (events × clients / time until the last client has the `task-complete`), and
+//! reconnections.
 //!
 //! ```text
 //! cargo bench -p looopy-server --bench fanout
 //! LOOOPY_BENCH_SUBSCRIBERS=100 LOOOPY_BENCH_DELTAS=5000 cargo bench -p looopy-server --bench fanout
+//! LOOOPY_BENCH_BUFFER=32768 cargo bench -p looopy-server --bench fanout   # subscriber_buffer
 //! ```
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
@@ -21,10 +24,12 @@ use std::time::{Duration, Instant};
 use common::*;
 use futures::StreamExt;
 use looopy_llm::scripted::{Matcher, Response, Script, ScriptedProvider, Turn};
-use looopy_stream::sse::SseDecoder;
 
 fn env_or(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 fn main() {
@@ -38,13 +43,19 @@ fn main() {
         );
         tokio::runtime::Runtime::new()
             .unwrap()
-            .block_on(run_server_child(Arc::new(ScriptedProvider::new(script)), |c| {
-                c.max_streams_per_principal = 1_000_000;
-            }));
+            .block_on(run_server_child(
+                Arc::new(ScriptedProvider::new(script)),
+                |c| {
+                    c.max_streams_per_principal = 1_000_000;
+                },
+            ));
         return;
     }
     if open_files_limit() < subscribers as u64 * 2 + 256 {
-        eprintln!("open-file limit too low: run `ulimit -n {}` first", subscribers * 2 + 1024);
+        eprintln!(
+            "open-file limit too low: run `ulimit -n {}` first",
+            subscribers * 2 + 1024
+        );
         std::process::exit(1);
     }
     tokio::runtime::Runtime::new()
@@ -64,7 +75,14 @@ async fn run(subscribers: usize, deltas: usize) {
     let context = "ctx-fanout";
     let warm = start_turn(addr, context, "warm up").await; // echo turn: creates the context
     wait_done(addr, &warm).await;
-    let (_, history) = http(addr, "GET", &format!("/v1/contexts/{context}/messages"), "", "").await;
+    let (_, history) = http(
+        addr,
+        "GET",
+        &format!("/v1/contexts/{context}/messages"),
+        "",
+        "",
+    )
+    .await;
     let start: u64 = serde_json::from_str::<serde_json::Value>(&history).unwrap()["lastEventId"]
         .as_u64()
         .unwrap();
@@ -113,8 +131,15 @@ async fn run(subscribers: usize, deltas: usize) {
     let reconnects: u32 = results.iter().map(|r| r.reconnects).sum();
     let per_client = results[0].events;
     println!("fan-out: {subscribers} subscribers of one context, a turn of {deltas} deltas");
-    println!("  events per subscriber: {per_client} (all {subscribers} identical: {})", results.iter().all(|r| r.events == per_client));
-    println!("  agent finished the turn after {:.2?} ({:.0} events/s produced)", agent_time, per_client as f64 / agent_time.as_secs_f64());
+    println!(
+        "  events per subscriber: {per_client} (all {subscribers} identical: {})",
+        results.iter().all(|r| r.events == per_client)
+    );
+    println!(
+        "  agent finished the turn after {:.2?} ({:.0} events/s produced)",
+        agent_time,
+        per_client as f64 / agent_time.as_secs_f64()
+    );
     println!("  last subscriber done after {:.2?}", elapsed);
     println!(
         "  delivered: {deliveries} events, {:.0} events/s across subscribers",
@@ -137,21 +162,43 @@ async fn read_until_complete(
     let mut events = 0u64;
     let mut reconnects = 0u32;
     loop {
-        let mut decoder = SseDecoder::new();
+        let mut line = Vec::new();
         let mut body = response.bytes_stream();
-        while let Some(Ok(chunk)) = body.next().await {
-            for e in decoder.push(&chunk) {
-                let id: u64 = e.id.parse().unwrap();
-                assert!(id > last, "out of order: {id} after {last}");
-                last = id;
-                events += 1;
-                if e.event == "task-complete" {
+        loop {
+            let chunk = match body.next().await {
+                Some(Ok(chunk)) => chunk,
+                Some(Err(error)) => {
+                    if std::env::var_os("LOOOPY_BENCH_DEBUG").is_some() {
+                        eprintln!("stream error after id {last}: {error:?}");
+                    }
+                    break;
+                }
+                None => break,
+            };
+            if std::env::var_os("LOOOPY_BENCH_DEBUG").is_some() && chunk.starts_with(b": ") {
+                eprintln!("comment: {:?}", String::from_utf8_lossy(&chunk));
+            }
+            for piece in chunk.split_inclusive(|b| *b == b'\n') {
+                line.extend_from_slice(piece);
+                if line.last() != Some(&b'\n') {
+                    continue; // the line continues in the next chunk
+                }
+                if let Some(id) = line.strip_prefix(b"id: ") {
+                    let id: u64 = std::str::from_utf8(&id[..id.len() - 1])
+                        .unwrap()
+                        .parse()
+                        .unwrap();
+                    assert!(id > last, "out of order: {id} after {last}");
+                    last = id;
+                    events += 1;
+                } else if line == b"event: task-complete\n" {
                     return ClientResult {
                         events,
                         reconnects,
                         done_at: t0.elapsed(),
                     };
                 }
+                line.clear();
             }
         }
         reconnects += 1;

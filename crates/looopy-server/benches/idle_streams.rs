@@ -24,7 +24,8 @@ use tokio::io::AsyncReadExt;
 
 fn main() {
     if std::env::var_os(SERVER_ROLE).is_some() {
-        let provider = ScriptedProvider::from_responses(vec![Response::new().text("hello from the server")]);
+        let provider =
+            ScriptedProvider::from_responses(vec![Response::new().text("hello from the server")]);
         tokio::runtime::Runtime::new()
             .unwrap()
             .block_on(run_server_child(Arc::new(provider), |c| {
@@ -38,10 +39,15 @@ fn main() {
         .unwrap_or(10_000);
     let limit = open_files_limit();
     if limit < streams as u64 + 256 {
-        eprintln!("open-file limit {limit} is too low for {streams} streams: run `ulimit -n {}` first", streams + 1024);
+        eprintln!(
+            "open-file limit {limit} is too low for {streams} streams: run `ulimit -n {}` first",
+            streams + 1024
+        );
         std::process::exit(1);
     }
-    tokio::runtime::Runtime::new().unwrap().block_on(run(streams));
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(run(streams));
 }
 
 async fn run(count: usize) {
@@ -50,7 +56,14 @@ async fn run(count: usize) {
     let context = "ctx-idle";
     let task = start_turn(addr, context, "hello").await;
     wait_done(addr, &task).await;
-    let (_, history) = http(addr, "GET", &format!("/v1/contexts/{context}/messages"), "", "").await;
+    let (_, history) = http(
+        addr,
+        "GET",
+        &format!("/v1/contexts/{context}/messages"),
+        "",
+        "",
+    )
+    .await;
     let last: u64 = serde_json::from_str::<serde_json::Value>(&history).unwrap()["lastEventId"]
         .as_u64()
         .unwrap();
@@ -79,7 +92,10 @@ async fn run(count: usize) {
 
     println!("idle SSE streams: {count} open (in {:.2?})", opened_in);
     println!("  server VmRSS before: {:.1} MiB", baseline as f64 / 1024.0);
-    println!("  server VmRSS with {count} streams: {:.1} MiB", loaded as f64 / 1024.0);
+    println!(
+        "  server VmRSS with {count} streams: {:.1} MiB",
+        loaded as f64 / 1024.0
+    );
     println!("  per stream: {:.1} KiB", per_stream / 1024.0);
 
     // Liveness: one more turn; every stream must see it complete.

@@ -148,9 +148,25 @@ async fn run(chunks: usize, pace: Duration) {
     let warmup = (chunks / 20).min(100);
     let mut steady: Vec<f64> = latencies[warmup..].to_vec();
     steady.sort_by(f64::total_cmp);
-    println!("end-to-end latency, fake LLM chunk -> SSE client ({} chunks, {:?} apart, first {warmup} skipped):", steady.len(), pace);
+    println!(
+        "end-to-end latency, fake LLM chunk -> SSE client ({} chunks, {:?} apart, first {warmup} skipped):",
+        steady.len(),
+        pace
+    );
     for p in [50.0, 90.0, 99.0, 99.9] {
         println!("  p{p}: {:.0} µs", percentile(&steady, p));
     }
-    println!("  max: {:.0} µs", steady.last().copied().unwrap_or(f64::NAN));
+    println!(
+        "  max: {:.0} µs",
+        steady.last().copied().unwrap_or(f64::NAN)
+    );
+    if std::env::var_os("LOOOPY_BENCH_SLOW").is_some() {
+        let slow: Vec<String> = latencies
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| **l > 1000.0)
+            .map(|(i, l)| format!("{i}:{l:.0}"))
+            .collect();
+        println!("  samples over 1 ms (index:µs): {}", slow.join(" "));
+    }
 }

@@ -119,9 +119,12 @@ pub(crate) async fn authenticate(
         request.extensions_mut().insert(Principal::anonymous());
         return next.run(request).await;
     }
-    let token = bearer_token(request.headers()).map(str::to_owned).or_else(|| {
-        query_token.filter(|_| is_event_stream_get(request.method(), request.uri(), request.headers()))
-    });
+    let token = bearer_token(request.headers())
+        .map(str::to_owned)
+        .or_else(|| {
+            query_token
+                .filter(|_| is_event_stream_get(request.method(), request.uri(), request.headers()))
+        });
     match token.as_deref().and_then(|t| auth.authenticate(t)) {
         Some(principal) => {
             request.extensions_mut().insert(principal);

@@ -135,13 +135,34 @@ mod tests {
     #[test]
     fn unusable_settings_are_rejected() {
         let bad = [
-            ServerConfig { tokens: vec![String::new()], ..Default::default() },
-            ServerConfig { tokens: vec!["a b".into()], ..Default::default() },
-            ServerConfig { keepalive: Duration::ZERO, ..Default::default() },
-            ServerConfig { subscriber_buffer: 0, ..Default::default() },
-            ServerConfig { max_streams_per_principal: 0, ..Default::default() },
-            ServerConfig { body_limit: 0, ..Default::default() },
-            ServerConfig { cors_origins: vec!["bad\norigin".into()], ..Default::default() },
+            ServerConfig {
+                tokens: vec![String::new()],
+                ..Default::default()
+            },
+            ServerConfig {
+                tokens: vec!["a b".into()],
+                ..Default::default()
+            },
+            ServerConfig {
+                keepalive: Duration::ZERO,
+                ..Default::default()
+            },
+            ServerConfig {
+                subscriber_buffer: 0,
+                ..Default::default()
+            },
+            ServerConfig {
+                max_streams_per_principal: 0,
+                ..Default::default()
+            },
+            ServerConfig {
+                body_limit: 0,
+                ..Default::default()
+            },
+            ServerConfig {
+                cors_origins: vec!["bad\norigin".into()],
+                ..Default::default()
+            },
         ];
         for c in bad {
             assert!(matches!(c.validate(), Err(ServerError::Config(_))), "{c:?}");

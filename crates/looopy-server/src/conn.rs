@@ -10,6 +10,8 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -61,6 +63,8 @@ impl KillableListener {
 pub(crate) struct KillableIo {
     inner: TcpStream,
     kill: CancellationToken,
+    /// Bytes handed to the socket: tells a slow reader from one that stopped reading.
+    written: Arc<AtomicU64>,
     /// Created on the first `Pending`, so an idle connection is woken when it is killed.
     waiter: Option<Pin<Box<WaitForCancellationFutureOwned>>>,
 }
@@ -70,6 +74,7 @@ impl KillableIo {
         Self {
             inner,
             kill,
+            written: Arc::default(),
             waiter: None,
         }
     }
@@ -88,7 +93,15 @@ impl KillableIo {
         ConnHandle {
             remote_addr,
             kill: self.kill.clone(),
+            written: Arc::clone(&self.written),
         }
+    }
+
+    fn count(&self, written: Poll<io::Result<usize>>) -> Poll<io::Result<usize>> {
+        if let Poll::Ready(Ok(n)) = &written {
+            self.written.fetch_add(*n as u64, Ordering::Relaxed);
+        }
+        written
     }
 
     fn killed_error() -> io::Error {
@@ -130,7 +143,9 @@ impl AsyncWrite for KillableIo {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        self.get_mut().guard(cx, |io, cx| io.poll_write(cx, buf))
+        let this = self.get_mut();
+        let written = this.guard(cx, |io, cx| io.poll_write(cx, buf));
+        this.count(written)
     }
 
     fn poll_write_vectored(
@@ -138,8 +153,9 @@ impl AsyncWrite for KillableIo {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        self.get_mut()
-            .guard(cx, |io, cx| io.poll_write_vectored(cx, bufs))
+        let this = self.get_mut();
+        let written = this.guard(cx, |io, cx| io.poll_write_vectored(cx, bufs));
+        this.count(written)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -163,6 +179,7 @@ impl AsyncWrite for KillableIo {
 pub struct ConnHandle {
     remote_addr: SocketAddr,
     kill: CancellationToken,
+    written: Arc<AtomicU64>,
 }
 
 impl ConnHandle {
@@ -179,6 +196,11 @@ impl ConnHandle {
     /// Whether [`close`](Self::close) was called (or the server closed every connection).
     pub fn is_closed(&self) -> bool {
         self.kill.is_cancelled()
+    }
+
+    /// Bytes written to the socket so far (responses of every request on it).
+    pub fn bytes_written(&self) -> u64 {
+        self.written.load(Ordering::Relaxed)
     }
 }
 

@@ -79,7 +79,11 @@ impl ApiError {
     /// 404 `not_found`. Also the answer for things that exist but belong to another
     /// principal, so their existence does not leak.
     pub fn not_found(what: &str, id: &str) -> Self {
-        Self::new(StatusCode::NOT_FOUND, "not_found", format!("{what} {id} not found"))
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("{what} {id} not found"),
+        )
     }
 
     /// 401 `unauthorized`.
@@ -134,7 +138,13 @@ impl ApiError {
 
 impl std::fmt::Display for ApiError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {}: {}", self.status.as_u16(), self.code, self.message)
+        write!(
+            f,
+            "{} {}: {}",
+            self.status.as_u16(),
+            self.code,
+            self.message
+        )
     }
 }
 

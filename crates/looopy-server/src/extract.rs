@@ -65,7 +65,10 @@ mod tests {
     fn event_stream_is_recognised_among_accepted_types() {
         let mut h = HeaderMap::new();
         assert!(!accepts_event_stream(&h));
-        h.insert(header::ACCEPT, "application/json, Text/Event-Stream;q=0.9".parse().unwrap());
+        h.insert(
+            header::ACCEPT,
+            "application/json, Text/Event-Stream;q=0.9".parse().unwrap(),
+        );
         assert!(accepts_event_stream(&h));
         h.insert(header::ACCEPT, "text/event-streams".parse().unwrap());
         assert!(!accepts_event_stream(&h));

@@ -22,6 +22,9 @@
 //! | `POST /v1/tasks/{taskId}/cancel` | cancel a task (202) |
 //! | `GET /healthz` | liveness |
 //!
+//! Ordering, backpressure, reconnection and error semantics are spelled out in
+//! [`guarantees`].
+//!
 //! Errors are `{"error": {"code", "message"}}` (see [`ApiError`]). With tokens configured,
 //! everything but [`auth::PUBLIC_PATHS`] needs `Authorization: Bearer <token>`;
 //! `EventSource` clients may pass `?access_token=` on event-stream GETs instead.
@@ -61,7 +64,10 @@
 //! running.await.unwrap().unwrap();
 //! # });
 //! ```
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
 
 pub mod a2a;
 pub mod auth;
@@ -70,6 +76,7 @@ mod conn;
 mod error;
 pub mod events;
 pub mod extract;
+pub mod guarantees;
 mod limits;
 mod routes;
 mod server;

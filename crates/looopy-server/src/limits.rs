@@ -54,7 +54,11 @@ impl StreamLimiter {
 
 impl Drop for StreamPermit {
     fn drop(&mut self) {
-        let mut open = self.limiter.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut open = self
+            .limiter
+            .open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if let Some(count) = open.get_mut(&self.key) {
             *count = count.saturating_sub(1);
             if *count == 0 {

@@ -89,7 +89,7 @@ impl AppState {
             agent.store().event_log().subscribe(),
             config.subscriber_buffer,
             stopped.clone(),
-        );
+        )?;
         Ok(Self {
             inner: Arc::new(Inner {
                 auth: Authenticator::new(&config.tokens),

@@ -38,7 +38,10 @@ impl Turns {
     /// to `grace` again for them to write their final (`canceled`) events.
     pub(crate) async fn drain(&self, agent: &Agent, grace: Duration) {
         self.tracker.close();
-        if tokio::time::timeout(grace, self.tracker.wait()).await.is_ok() {
+        if tokio::time::timeout(grace, self.tracker.wait())
+            .await
+            .is_ok()
+        {
             return;
         }
         let still_running: Vec<String> = self
@@ -48,14 +51,22 @@ impl Turns {
             .iter()
             .cloned()
             .collect();
-        tracing::info!(count = still_running.len(), "canceling turns still running at shutdown");
+        tracing::info!(
+            count = still_running.len(),
+            "canceling turns still running at shutdown"
+        );
         for task_id in still_running {
             if let Err(error) = agent.cancel(&task_id).await {
                 tracing::debug!(%error, %task_id, "could not cancel turn");
             }
         }
-        if tokio::time::timeout(grace, self.tracker.wait()).await.is_err() {
-            tracing::warn!("turns still running after cancellation; they will be marked failed on the next start");
+        if tokio::time::timeout(grace, self.tracker.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "turns still running after cancellation; they will be marked failed on the next start"
+            );
         }
     }
 }

@@ -35,12 +35,23 @@ async fn frames_are_exactly_retry_then_id_event_data_with_lf_endings() {
     // multi-line data, missing retry) makes them differ.
     let mut expected = b"retry: 3000\n\n".to_vec();
     for e in &events {
-        expected.extend_from_slice(format!("id: {}\nevent: {}\ndata: {}\n\n", e.id, e.event, e.data).as_bytes());
+        expected.extend_from_slice(
+            format!("id: {}\nevent: {}\ndata: {}\n\n", e.id, e.event, e.data).as_bytes(),
+        );
     }
-    assert_eq!(String::from_utf8_lossy(&sse.raw), String::from_utf8_lossy(&expected));
+    assert_eq!(
+        String::from_utf8_lossy(&sse.raw),
+        String::from_utf8_lossy(&expected)
+    );
     let first = data(&events[0]);
-    assert!(sse.raw.starts_with(b"retry: 3000\n\nid: 1\nevent: task-created\ndata: {"));
-    assert_eq!((first["kind"].as_str(), first["seq"].as_u64()), (Some("task-created"), Some(1)));
+    assert!(
+        sse.raw
+            .starts_with(b"retry: 3000\n\nid: 1\nevent: task-created\ndata: {")
+    );
+    assert_eq!(
+        (first["kind"].as_str(), first["seq"].as_u64()),
+        (Some("task-created"), Some(1))
+    );
     assert_eq!(first["contextId"], "ctx-frames");
     // The data carries kind, contextId and taskId; the SSE id is the seq.
     for e in &events {
@@ -65,7 +76,10 @@ async fn post_with_accept_sse_streams_the_whole_turn_then_closes() {
     assert_eq!(kinds.first(), Some(&"task-created"));
     assert_eq!(&kinds[kinds.len() - 2..], ["task-status", "task-complete"]);
     assert!(kinds.contains(&"tool-start") && kinds.contains(&"tool-complete"));
-    assert!(kinds.iter().all(|k| !k.starts_with("internal:")), "{kinds:?}");
+    assert!(
+        kinds.iter().all(|k| !k.starts_with("internal:")),
+        "{kinds:?}"
+    );
     let seqs: Vec<u64> = events.iter().map(seq).collect();
     assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
     let complete = data(events.last().unwrap());
@@ -86,9 +100,12 @@ async fn post_with_accept_sse_streams_the_whole_turn_then_closes() {
 #[tokio::test]
 async fn a_reconnecting_client_resumes_with_no_gap_and_no_duplicate() {
     let text: String = (0..120).map(|i| format!("w{i} ")).collect();
-    let server = TestServer::with_config(vec![Response::new().text_chunked(text.clone(), 3, 2)], |c| {
-        c.allow_internal = true; // every seq is delivered, so the ids must be consecutive
-    })
+    let server = TestServer::with_config(
+        vec![Response::new().text_chunked(text.clone(), 3, 2)],
+        |c| {
+            c.allow_internal = true; // every seq is delivered, so the ids must be consecutive
+        },
+    )
     .await;
     let task = server.start_turn("ctx-resume", "go").await;
     let mut first = SseClient::new(server.events("ctx-resume", None, "").await);
@@ -109,7 +126,10 @@ async fn a_reconnecting_client_resumes_with_no_gap_and_no_duplicate() {
     }
     let n = seqs.len() as u64;
     assert_eq!(seqs, (1..=n).collect::<Vec<_>>());
-    assert_eq!(server.wait_state(&task, "completed").await["result"], text.as_str());
+    assert_eq!(
+        server.wait_state(&task, "completed").await["result"],
+        text.as_str()
+    );
     server.shutdown().await;
 }
 
@@ -124,8 +144,18 @@ async fn last_event_id_may_come_from_the_query_and_the_header_wins() {
     let mut both = SseClient::new(server.events("ctx-q", Some("5"), "?lastEventId=2").await);
     assert!(seq(&both.next().await.unwrap()) > 5);
     // Every stored event after 3 that is not internal comes, in order.
-    let log = server.state.store().event_log().read_after("ctx-q", 3, 1000).await.unwrap();
-    let expected: Vec<u64> = log.iter().filter(|e| !e.is_internal()).map(|e| e.seq).collect();
+    let log = server
+        .state
+        .store()
+        .event_log()
+        .read_after("ctx-q", 3, 1000)
+        .await
+        .unwrap();
+    let expected: Vec<u64> = log
+        .iter()
+        .filter(|e| !e.is_internal())
+        .map(|e| e.seq)
+        .collect();
     let mut got = vec![seq(&first)];
     while got.len() < expected.len() {
         got.push(seq(&from_query.next().await.unwrap()));
@@ -139,14 +169,24 @@ async fn a_bad_or_future_last_event_id_is_a_400_not_an_empty_stream() {
     let server = TestServer::start(vec![Response::new().text("ok")]).await;
     let task = server.start_turn("ctx-bad-id", "go").await;
     server.wait_state(&task, "completed").await;
-    let last = server.state.store().event_log().last_seq("ctx-bad-id").await.unwrap();
+    let last = server
+        .state
+        .store()
+        .event_log()
+        .last_seq("ctx-bad-id")
+        .await
+        .unwrap();
     for (header, query, code) in [
         (Some("abc"), "", "invalid_last_event_id"),
         (Some("-1"), "", "invalid_last_event_id"),
         (Some("1.5"), "", "invalid_last_event_id"),
         (None, "?lastEventId=x", "invalid_last_event_id"),
         (Some(&*format!("{}", last + 1)), "", "last_event_id_ahead"),
-        (None, &*format!("?lastEventId={}", last + 100), "last_event_id_ahead"),
+        (
+            None,
+            &*format!("?lastEventId={}", last + 100),
+            "last_event_id_ahead",
+        ),
     ] {
         let r = server.events("ctx-bad-id", header, query).await;
         assert_eq!(r.status(), 400, "{header:?} {query}");
@@ -154,7 +194,9 @@ async fn a_bad_or_future_last_event_id_is_a_400_not_an_empty_stream() {
         assert_eq!(body["error"]["code"], code, "{header:?} {query}");
     }
     // The last id itself is fine: nothing to replay, the stream stays open.
-    let r = server.events("ctx-bad-id", Some(&last.to_string()), "").await;
+    let r = server
+        .events("ctx-bad-id", Some(&last.to_string()), "")
+        .await;
     assert_eq!(r.status(), 200);
     server.shutdown().await;
 }
@@ -176,15 +218,29 @@ async fn a_slow_reader_is_disconnected_while_others_and_the_agent_carry_on() {
     .await;
     let hello = server.start_turn("ctx-slow", "hello").await; // echo turn creates the context
     server.wait_state(&hello, "completed").await;
-    let start = server.state.store().event_log().last_seq("ctx-slow").await.unwrap();
+    let start = server
+        .state
+        .store()
+        .event_log()
+        .last_seq("ctx-slow")
+        .await
+        .unwrap();
 
-    let slow = server.events("ctx-slow", Some(&start.to_string()), "").await; // not read for now
-    let mut fast = SseClient::new(server.events("ctx-slow", Some(&start.to_string()), "").await);
+    let slow = server
+        .events("ctx-slow", Some(&start.to_string()), "")
+        .await; // not read for now
+    let mut fast = SseClient::new(
+        server
+            .events("ctx-slow", Some(&start.to_string()), "")
+            .await,
+    );
     let flood_task = server.start_turn("ctx-slow", "flood").await;
     let fast_reader = tokio::spawn(async move {
         let mut seqs = Vec::new();
         loop {
-            let Some(e) = fast.next().await else { return Err(seqs) };
+            let Some(e) = fast.next().await else {
+                return Err(seqs);
+            };
             seqs.push(seq(&e));
             if e.event == "task-complete" {
                 return Ok(seqs);
@@ -199,16 +255,31 @@ async fn a_slow_reader_is_disconnected_while_others_and_the_agent_carry_on() {
         }
     })
     .await;
-    assert_eq!(server.state.router().stats().disconnected, 1, "only the slow reader");
-    let r = server.client.post(server.url(&format!("/v1/tasks/{flood_task}/cancel"))).send().await.unwrap();
+    assert_eq!(
+        server.state.router().stats().disconnected,
+        1,
+        "only the slow reader"
+    );
+    let r = server
+        .client
+        .post(server.url(&format!("/v1/tasks/{flood_task}/cancel")))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 202);
-    let fast_seqs = within("the fast reader", fast_reader).await.unwrap().expect("the fast reader is never cut off");
+    let fast_seqs = within("the fast reader", fast_reader)
+        .await
+        .unwrap()
+        .expect("the fast reader is never cut off");
     server.wait_state(&flood_task, "canceled").await;
 
     // The slow reader now reads what was buffered for it; its stream has ended.
     let mut slow = SseClient::new(slow);
     let mut slow_seqs: Vec<u64> = slow.rest().await.iter().map(seq).collect();
-    assert!(slow_seqs.len() < fast_seqs.len(), "the slow reader was cut off early");
+    assert!(
+        slow_seqs.len() < fast_seqs.len(),
+        "the slow reader was cut off early"
+    );
     // Reconnecting with its last id serves everything else from the log.
     let resume = slow_seqs.last().copied().unwrap_or(start).to_string();
     let mut again = SseClient::new(server.events("ctx-slow", Some(&resume), "").await);
@@ -228,14 +299,31 @@ async fn internal_events_are_hidden_unless_the_server_allows_them() {
         .into_iter()
         .map(|e| e.event)
         .collect();
-    assert!(kinds.iter().all(|k| !k.starts_with("internal:")), "{kinds:?}");
-    let logged = hidden.state.store().event_log().read_after("ctx-int", 0, 100).await.unwrap();
-    assert!(logged.iter().any(|e| e.is_internal()), "the log has internal events to hide");
-    let r = hidden.events("ctx-int", None, "?kinds=internal:llm-call").await;
+    assert!(
+        kinds.iter().all(|k| !k.starts_with("internal:")),
+        "{kinds:?}"
+    );
+    let logged = hidden
+        .state
+        .store()
+        .event_log()
+        .read_after("ctx-int", 0, 100)
+        .await
+        .unwrap();
+    assert!(
+        logged.iter().any(|e| e.is_internal()),
+        "the log has internal events to hide"
+    );
+    let r = hidden
+        .events("ctx-int", None, "?kinds=internal:llm-call")
+        .await;
     assert_eq!(r.status(), 400);
     hidden.shutdown().await;
 
-    let shown = TestServer::with_config(vec![Response::new().text("hi")], |c| c.allow_internal = true).await;
+    let shown = TestServer::with_config(vec![Response::new().text("hi")], |c| {
+        c.allow_internal = true
+    })
+    .await;
     let kinds: Vec<String> = SseClient::new(post_sse(&shown, "ctx-int", "go").await)
         .rest()
         .await
@@ -244,12 +332,19 @@ async fn internal_events_are_hidden_unless_the_server_allows_them() {
         .collect();
     assert!(kinds.iter().any(|k| k == "internal:llm-call"), "{kinds:?}");
     // Kind filter: only what was asked for, ids still the context's seq.
-    let mut filtered = SseClient::new(shown.events("ctx-int", None, "?kinds=task-status,internal:llm-call").await);
+    let mut filtered = SseClient::new(
+        shown
+            .events("ctx-int", None, "?kinds=task-status,internal:llm-call")
+            .await,
+    );
     let mut got = Vec::new();
     while got.len() < 3 {
         got.push(filtered.next().await.unwrap());
     }
-    assert!(got.iter().all(|e| e.event == "task-status" || e.event == "internal:llm-call"));
+    assert!(
+        got.iter()
+            .all(|e| e.event == "task-status" || e.event == "internal:llm-call")
+    );
     assert!(got.iter().all(|e| data(e)["seq"].as_u64() == Some(seq(e))));
     shown.shutdown().await;
 }
@@ -257,12 +352,23 @@ async fn internal_events_are_hidden_unless_the_server_allows_them() {
 #[tokio::test]
 async fn a_turn_that_fails_at_once_sends_its_failure_and_closes() {
     let server = TestServer::start(vec![Response::new().fail("the model is down")]).await;
-    let events = SseClient::new(post_sse(&server, "ctx-fail", "go").await).rest().await;
+    let events = SseClient::new(post_sse(&server, "ctx-fail", "go").await)
+        .rest()
+        .await;
     let kinds: Vec<&str> = events.iter().map(|e| e.event.as_str()).collect();
-    assert_eq!(&kinds[kinds.len() - 2..], ["task-status", "task-complete"], "{kinds:?}");
+    assert_eq!(
+        &kinds[kinds.len() - 2..],
+        ["task-status", "task-complete"],
+        "{kinds:?}"
+    );
     let status = data(&events[events.len() - 2]);
     assert_eq!(status["status"], "failed");
-    assert!(status["error"]["message"].as_str().unwrap().contains("the model is down"));
+    assert!(
+        status["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("the model is down")
+    );
     assert_eq!(data(events.last().unwrap())["status"], "failed");
     server.shutdown().await;
 }
@@ -274,13 +380,19 @@ async fn task_streams_filter_by_task_and_context_streams_see_every_task() {
     server.wait_state(&a, "completed").await;
     let b = server.start_turn("ctx-tasks", "second").await;
     server.wait_state(&b, "completed").await;
-    let mut only_b = SseClient::new(server.events("ctx-tasks", None, &format!("?taskId={b}")).await);
+    let mut only_b = SseClient::new(
+        server
+            .events("ctx-tasks", None, &format!("?taskId={b}"))
+            .await,
+    );
     let e = only_b.next().await.unwrap();
     assert_eq!(data(&e)["taskId"], b.as_str());
     assert_eq!(e.event, "task-created");
     let mut all = SseClient::new(server.events("ctx-tasks", None, "").await);
     assert_eq!(data(&all.next().await.unwrap())["taskId"], a.as_str());
-    let r = server.events("ctx-tasks", None, "?taskId=task-unknown").await;
+    let r = server
+        .events("ctx-tasks", None, "?taskId=task-unknown")
+        .await;
     assert_eq!(r.status(), 404);
     server.shutdown().await;
 }
@@ -291,7 +403,13 @@ async fn graceful_shutdown_ends_open_streams() {
     let task = server.start_turn("ctx-shut", "go").await;
     server.wait_state(&task, "completed").await;
     let mut open = SseClient::new(server.events("ctx-shut", None, "").await);
-    let last = server.state.store().event_log().last_seq("ctx-shut").await.unwrap();
+    let last = server
+        .state
+        .store()
+        .event_log()
+        .last_seq("ctx-shut")
+        .await
+        .unwrap();
     let mut n = 0;
     while n < last {
         n = seq(&open.next().await.unwrap());
@@ -301,4 +419,43 @@ async fn graceful_shutdown_ends_open_streams() {
     server.shutdown().await; // returns only once every connection is closed
     let tail = within("the stream ending", reading).await.unwrap();
     assert!(tail.is_empty(), "nothing after shutdown: {tail:?}");
+}
+
+#[tokio::test]
+async fn idle_streams_get_keep_alive_comments() {
+    let server = TestServer::with_config(vec![Response::new().text("hi")], |c| {
+        c.keepalive = Duration::from_millis(50);
+    })
+    .await;
+    let task = server.start_turn("ctx-keepalive", "go").await;
+    server.wait_state(&task, "completed").await;
+    let last = server
+        .state
+        .store()
+        .event_log()
+        .last_seq("ctx-keepalive")
+        .await
+        .unwrap();
+    let mut response = server
+        .events("ctx-keepalive", Some(&last.to_string()), "")
+        .await;
+    let mut raw = Vec::new();
+    while raw
+        .windows(2 * 14)
+        .all(|w| w != b": keep-alive\n\n: keep-alive\n\n")
+    {
+        let chunk = within("keep-alive comments", response.chunk())
+            .await
+            .unwrap()
+            .unwrap();
+        raw.extend_from_slice(&chunk);
+    }
+    // Caught up, so nothing but the retry hint and comments: no event was replayed.
+    let text = String::from_utf8(raw).unwrap();
+    assert!(
+        text.starts_with("retry: 3000\n\n: keep-alive\n\n"),
+        "{text:?}"
+    );
+    assert!(!text.contains("data:"));
+    server.shutdown().await;
 }

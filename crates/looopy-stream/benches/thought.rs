@@ -14,7 +14,7 @@
 #[path = "common/mod.rs"]
 mod common;
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
 use looopy_stream::thought::{SplitEvent, ThoughtConfig, ThoughtSplitter};
 use std::hint::black_box;
 
@@ -96,4 +96,29 @@ fn scaling(c: &mut Criterion) {
 }
 
 criterion_group!(benches, throughput, scaling);
-criterion_main!(benches);
+
+/// `LOOOPY_THOUGHT_ONCE=<chunk>:<chunk|batch>[:<MB>]` runs one pass instead of criterion, for
+/// instruction counting: `valgrind --tool=callgrind --toggle-collect='*one_pass*' …`.
+fn main() {
+    if let Ok(spec) = std::env::var("LOOOPY_THOUGHT_ONCE") {
+        let mut parts = spec.split(':');
+        let chunk = parts.next().and_then(|c| c.parse().ok()).unwrap_or(4);
+        let per_chunk = parts.next() == Some("chunk");
+        let mb = parts.next().and_then(|m| m.parse().ok()).unwrap_or(10);
+        let input = common::transcript(mb * MB, SEED);
+        let total = one_pass(&input, chunk, per_chunk);
+        println!("{} bytes in, {total} bytes out", input.len());
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}
+
+#[inline(never)]
+fn one_pass(input: &str, chunk: usize, per_chunk: bool) -> usize {
+    if per_chunk {
+        drain_per_chunk(black_box(input), chunk)
+    } else {
+        drain_per_batch(black_box(input), chunk)
+    }
+}

@@ -22,7 +22,12 @@ pub const SERVER_ROLE: &str = "LOOOPY_BENCH_SERVER";
 /// Builds an agent over a fresh store in `dir`.
 pub fn agent(dir: &std::path::Path, provider: Arc<dyn Provider>) -> Agent {
     let store = Store::open(dir.join("bench.db")).expect("open store");
-    Agent::new(provider, store, ToolRegistry::builtin(), AgentConfig::default())
+    Agent::new(
+        provider,
+        store,
+        ToolRegistry::builtin(),
+        AgentConfig::default(),
+    )
 }
 
 /// Runs a server on 127.0.0.1:0 in this process until stdin closes; prints `PORT <n>`.
@@ -41,7 +46,11 @@ pub async fn run_server_child(provider: Arc<dyn Provider>, tweak: impl FnOnce(&m
         // The parent closes our stdin (or dies): stop.
         let _ = tokio::task::spawn_blocking(|| {
             let mut line = String::new();
-            while std::io::stdin().read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
+            while std::io::stdin()
+                .read_line(&mut line)
+                .map(|n| n > 0)
+                .unwrap_or(false)
+            {
                 line.clear();
             }
         })
@@ -69,7 +78,9 @@ impl ServerChild {
             .expect("spawn server child");
         let stdout = child.stdout.take().expect("child stdout");
         let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).expect("read port");
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("read port");
         let port: u16 = line
             .trim()
             .strip_prefix("PORT ")
@@ -114,7 +125,13 @@ pub fn open_files_limit() -> u64 {
 }
 
 /// A plain HTTP/1.1 request; the response body is read raw.
-pub async fn http(addr: SocketAddr, method: &str, path: &str, headers: &str, body: &str) -> (u16, String) {
+pub async fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &str,
+    body: &str,
+) -> (u16, String) {
     let mut s = TcpStream::connect(addr).await.expect("connect");
     let req = format!(
         "{method} {path} HTTP/1.1\r\nHost: bench\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{headers}\r\n{body}",
@@ -129,14 +146,24 @@ pub async fn http(addr: SocketAddr, method: &str, path: &str, headers: &str, bod
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
     (status, body)
 }
 
 /// Starts a turn; returns the task id.
 pub async fn start_turn(addr: SocketAddr, context: &str, message: &str) -> String {
     let body = serde_json::json!({ "message": message }).to_string();
-    let (status, text) = http(addr, "POST", &format!("/v1/contexts/{context}/messages"), "", &body).await;
+    let (status, text) = http(
+        addr,
+        "POST",
+        &format!("/v1/contexts/{context}/messages"),
+        "",
+        &body,
+    )
+    .await;
     assert_eq!(status, 202, "{text}");
     let v: serde_json::Value = serde_json::from_str(&text).expect("json");
     v["taskId"].as_str().expect("taskId").to_string()
@@ -147,7 +174,10 @@ pub async fn wait_done(addr: SocketAddr, task: &str) {
     loop {
         let (_, text) = http(addr, "GET", &format!("/v1/tasks/{task}"), "", "").await;
         let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-        if matches!(v["state"].as_str(), Some("completed" | "failed" | "canceled")) {
+        if matches!(
+            v["state"].as_str(),
+            Some("completed" | "failed" | "canceled")
+        ) {
             return;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -161,16 +191,25 @@ pub async fn open_stream(addr: SocketAddr, path: &str, last_event_id: Option<u64
     let last = last_event_id
         .map(|id| format!("Last-Event-ID: {id}\r\n"))
         .unwrap_or_default();
-    let req = format!("GET {path} HTTP/1.1\r\nHost: bench\r\nAccept: text/event-stream\r\n{last}\r\n");
+    let req =
+        format!("GET {path} HTTP/1.1\r\nHost: bench\r\nAccept: text/event-stream\r\n{last}\r\n");
     s.write_all(req.as_bytes()).await.expect("write");
     let mut seen = Vec::new();
     let mut buf = [0u8; 1024];
     while !contains(&seen, b"retry: ") {
         let n = s.read(&mut buf).await.expect("read head");
-        assert!(n > 0, "stream closed early: {}", String::from_utf8_lossy(&seen));
+        assert!(
+            n > 0,
+            "stream closed early: {}",
+            String::from_utf8_lossy(&seen)
+        );
         seen.extend_from_slice(&buf[..n]);
     }
-    assert!(seen.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&seen));
+    assert!(
+        seen.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&seen)
+    );
     s
 }
 

@@ -40,10 +40,11 @@ impl Mailbox {
         self.queued.load(Ordering::Acquire)
     }
 
-    /// Router side: appends a run and wakes the stream.
-    pub(crate) fn push(&self, run: LiveRun) {
-        self.queued.fetch_add(run.count(), Ordering::AcqRel);
-        self.queue().push_back(run);
+    /// Router side: appends runs (shared, cheap to clone) and wakes the stream once.
+    pub(crate) fn push_all(&self, runs: &[LiveRun]) {
+        let count = runs.iter().map(LiveRun::count).sum();
+        self.queued.fetch_add(count, Ordering::AcqRel);
+        self.queue().extend(runs.iter().cloned());
         self.waker.wake();
     }
 

@@ -20,8 +20,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use looopy_protocol::Event;
 use looopy_store::Batch;
+use tokio::runtime::Handle;
 use tokio::sync::broadcast;
-use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio_util::sync::CancellationToken;
 
 use super::filter::{CloseRule, EventFilter};
@@ -29,10 +30,13 @@ use super::mailbox::Mailbox;
 use crate::ConnHandle;
 use crate::sse::encode_event;
 
-/// How long a disconnected (lagging) subscriber's stream may take to end by itself before
-/// its connection is closed under it: long enough for a client that is merely busy to read
-/// the clean end of the stream, short enough that a stalled one does not hold resources.
-const LAG_GRACE: Duration = Duration::from_secs(1);
+/// A disconnected (lagging) subscriber's stream keeps draining its buffer and then ends
+/// cleanly; its connection is closed under it only if not a byte reaches the socket for
+/// this long — a client that stopped reading — so a stalled client does not hold resources.
+const LAG_GRACE: Duration = Duration::from_secs(3);
+
+/// Most committed batches routed in one pass (bounds the time the subscriber map is locked).
+const MAX_BATCHES_PER_PASS: usize = 256;
 
 /// A committed batch as the router shares it: every subscriber of an event shares one
 /// lazily encoded SSE frame, so an event is serialized once however many clients get it.
@@ -51,7 +55,7 @@ pub struct LiveEvent {
 
 /// What a subscriber's buffer holds: one committed batch and the index range in which its
 /// context's `count` events lie (other contexts' events may be interleaved).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct LiveRun {
     batch: Arc<SharedBatch>,
     next: usize,
@@ -116,19 +120,27 @@ struct Slot {
 
 impl Slot {
     /// Drops the subscriber for falling behind: its stream ends once drained, and its
-    /// connection is closed if the stream has not ended within [`LAG_GRACE`].
-    fn disconnect_lagging(self) {
+    /// connection is closed if the stream stops making progress (see [`LAG_GRACE`]).
+    fn disconnect_lagging(self, runtime: &Handle) {
         self.mailbox.close(true);
-        if let Some(conn) = self.conn {
-            let mailbox = self.mailbox;
-            tokio::spawn(async move {
+        let Some(conn) = self.conn else { return };
+        let mailbox = self.mailbox;
+        runtime.spawn(async move {
+            let mut seen = conn.bytes_written();
+            loop {
                 tokio::time::sleep(LAG_GRACE).await;
-                if !mailbox.is_finished() {
+                if mailbox.is_finished() || conn.is_closed() {
+                    return;
+                }
+                let now = conn.bytes_written();
+                if now == seen {
                     tracing::debug!(peer = %conn.remote_addr(), "closing the connection of a stalled subscriber");
                     conn.close();
+                    return;
                 }
-            });
-        }
+                seen = now;
+            }
+        });
     }
 }
 
@@ -140,6 +152,8 @@ struct Inner {
     closed: AtomicBool,
     delivered: AtomicU64,
     disconnected: AtomicU64,
+    /// Where timers of disconnected subscribers run (the router itself is a thread).
+    runtime: Handle,
 }
 
 impl Inner {
@@ -149,32 +163,50 @@ impl Inner {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn dispatch(&self, batch: Batch) {
+    /// Routes committed batches (several when the router was behind: each subscriber is
+    /// then locked and woken once for all of them).
+    fn dispatch(&self, batches: &[Batch]) {
         let mut subscribers = self.lock();
         if subscribers.is_empty() {
             return;
         }
-        // Where each context's events lie in the batch: (first, last + 1, count).
-        let mut runs: HashMap<&str, (usize, usize, usize)> = HashMap::new();
-        for (index, event) in batch.iter().enumerate() {
-            let run = runs
-                .entry(event.context_id.as_str())
-                .or_insert((index, index, 0));
-            run.1 = index + 1;
-            run.2 += 1;
+        // Per context, where its events lie in each batch: the runs to push and their total.
+        let mut per_context: HashMap<&str, (Vec<LiveRun>, usize)> = HashMap::new();
+        for batch in batches {
+            let mut shared: Option<Arc<SharedBatch>> = None;
+            // Subscribed contexts of this batch: (first, last + 1, count) of their events.
+            let mut runs: HashMap<&str, (usize, usize, usize)> = HashMap::new();
+            for (index, event) in batch.iter().enumerate() {
+                let context_id = event.context_id.as_str();
+                if let Some(run) = runs.get_mut(context_id) {
+                    run.1 = index + 1;
+                    run.2 += 1;
+                } else if subscribers.contains_key(context_id) {
+                    runs.insert(context_id, (index, index + 1, 1));
+                }
+            }
+            for (context_id, (start, end, count)) in runs {
+                let shared = shared.get_or_insert_with(|| {
+                    Arc::new(SharedBatch {
+                        frames: (0..batch.len()).map(|_| OnceLock::new()).collect(),
+                        events: Arc::clone(batch),
+                    })
+                });
+                let entry = per_context.entry(context_id).or_default();
+                entry.0.push(LiveRun {
+                    batch: Arc::clone(shared),
+                    next: start,
+                    end,
+                    count,
+                });
+                entry.1 += count;
+            }
         }
-        let mut shared: Option<Arc<SharedBatch>> = None;
         let mut delivered = 0u64;
-        for (context_id, (start, end, count)) in runs {
+        for (context_id, (runs, count)) in per_context {
             let Some(slots) = subscribers.get_mut(context_id) else {
                 continue;
             };
-            let shared = shared.get_or_insert_with(|| {
-                Arc::new(SharedBatch {
-                    frames: (0..batch.len()).map(|_| OnceLock::new()).collect(),
-                    events: Arc::clone(&batch),
-                })
-            });
             let mut i = 0;
             while i < slots.len() {
                 let mailbox = &slots[i].mailbox;
@@ -186,15 +218,10 @@ impl Inner {
                 if queued > 0 && queued + count > self.capacity {
                     tracing::debug!(%context_id, queued, "subscriber fell behind; disconnecting it");
                     self.disconnected.fetch_add(1, Ordering::Relaxed);
-                    slots.swap_remove(i).disconnect_lagging();
+                    slots.swap_remove(i).disconnect_lagging(&self.runtime);
                     continue;
                 }
-                mailbox.push(LiveRun {
-                    batch: Arc::clone(shared),
-                    next: start,
-                    end,
-                    count,
-                });
+                mailbox.push_all(&runs);
                 delivered += count as u64;
                 i += 1;
             }
@@ -205,6 +232,14 @@ impl Inner {
         self.delivered.fetch_add(delivered, Ordering::Relaxed);
     }
 
+    /// Stops routing: live streams end once drained; later subscribers get replay only.
+    fn close(&self) {
+        let guard = self.lock();
+        self.closed.store(true, Ordering::Release);
+        drop(guard);
+        self.disconnect_all(false);
+    }
+
     /// Drops every subscriber: as lagging ones when the router fell behind, or plainly
     /// (their streams end once drained) when the log closed or the server stops.
     fn disconnect_all(&self, lagged: bool) {
@@ -212,7 +247,9 @@ impl Inner {
         if lagged {
             self.disconnected
                 .fetch_add(all.len() as u64, Ordering::Relaxed);
-            all.into_iter().for_each(Slot::disconnect_lagging);
+            for slot in all {
+                slot.disconnect_lagging(&self.runtime);
+            }
         } else {
             all.iter().for_each(|slot| slot.mailbox.close(false));
         }
@@ -268,13 +305,17 @@ impl Drop for Registration {
 }
 
 impl EventRouter {
-    /// Starts the router: one task reading `batches` until `stop` is cancelled or the log
-    /// closes. Each subscriber buffers up to `capacity` live events (or one batch).
+    /// Starts the router: a dedicated thread reading `batches` until the log closes, so
+    /// fan-out never waits behind the tasks it feeds (under load, a task among thousands
+    /// of busy connections would fall behind the log). `stop` ends every live stream.
+    /// Each subscriber buffers up to `capacity` live events (or one batch). Must be called
+    /// inside a tokio runtime.
     pub fn start(
         batches: broadcast::Receiver<Batch>,
         capacity: usize,
         stop: CancellationToken,
-    ) -> Self {
+    ) -> std::io::Result<Self> {
+        let runtime = Handle::try_current().map_err(std::io::Error::other)?;
         let inner = Arc::new(Inner {
             subscribers: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
@@ -282,9 +323,18 @@ impl EventRouter {
             closed: AtomicBool::new(false),
             delivered: AtomicU64::new(0),
             disconnected: AtomicU64::new(0),
+            runtime: runtime.clone(),
         });
-        tokio::spawn(run(Arc::clone(&inner), batches, stop));
-        Self { inner }
+        let thread_inner = Arc::clone(&inner);
+        std::thread::Builder::new()
+            .name("looopy-event-router".into())
+            .spawn(move || run(&thread_inner, batches))?;
+        let stop_inner = Arc::clone(&inner);
+        runtime.spawn(async move {
+            stop.cancelled().await;
+            stop_inner.close();
+        });
+        Ok(Self { inner })
     }
 
     /// Registers a subscriber of `context_id`. Live events are buffered from now on, so a
@@ -326,31 +376,44 @@ impl EventRouter {
     }
 }
 
-async fn run(inner: Arc<Inner>, mut batches: broadcast::Receiver<Batch>, stop: CancellationToken) {
-    loop {
-        let received = tokio::select! {
-            biased;
-            () = stop.cancelled() => break,
-            received = batches.recv() => received,
-        };
-        match received {
-            Ok(batch) => inner.dispatch(batch),
-            Err(RecvError::Lagged(missed)) => {
-                // The batches we missed are durable; subscribers resume from the log.
-                tracing::warn!(
-                    missed_batches = missed,
-                    "event router fell behind the event log; disconnecting live subscribers so they resume from the log"
-                );
-                inner.disconnect_all(true);
-            }
-            Err(RecvError::Closed) => {
-                tracing::debug!("event log closed; event router stopping");
-                break;
+/// The router thread: dispatches committed batches until the log closes or the router is
+/// closed.
+fn run(inner: &Inner, mut batches: broadcast::Receiver<Batch>) {
+    let mut ready: Vec<Batch> = Vec::new();
+    while !inner.closed.load(Ordering::Acquire) {
+        let first = batches.blocking_recv();
+        let mut lagged = None;
+        let mut closed = false;
+        match first {
+            Ok(batch) => ready.push(batch),
+            Err(RecvError::Lagged(missed)) => lagged = Some(missed),
+            Err(RecvError::Closed) => closed = true,
+        }
+        // Whatever else is already committed goes out in the same pass.
+        while !closed && lagged.is_none() && ready.len() < MAX_BATCHES_PER_PASS {
+            match batches.try_recv() {
+                Ok(batch) => ready.push(batch),
+                Err(TryRecvError::Lagged(missed)) => lagged = Some(missed),
+                Err(TryRecvError::Closed) => closed = true,
+                Err(TryRecvError::Empty) => break,
             }
         }
+        if !ready.is_empty() {
+            inner.dispatch(&ready);
+            ready.clear();
+        }
+        if let Some(missed) = lagged {
+            // The batches we missed are durable; subscribers resume from the log.
+            tracing::warn!(
+                missed_batches = missed,
+                "event router fell behind the event log; disconnecting live subscribers so they resume from the log"
+            );
+            inner.disconnect_all(true);
+        }
+        if closed {
+            tracing::debug!("event log closed; event router stopping");
+            break;
+        }
     }
-    let guard = inner.lock();
-    inner.closed.store(true, Ordering::Release);
-    drop(guard);
-    inner.disconnect_all(false);
+    inner.close();
 }

@@ -27,7 +27,8 @@ impl Fixture {
             store.event_log().subscribe(),
             capacity,
             CancellationToken::new(),
-        );
+        )
+        .unwrap();
         Self {
             _dir: dir,
             store,

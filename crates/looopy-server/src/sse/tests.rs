@@ -32,7 +32,11 @@ fn an_event_frame_is_id_kind_and_one_line_of_json() {
     assert_eq!(lines[0], "id: 7");
     assert_eq!(lines[1], "event: content-delta");
     assert!(lines[2].starts_with("data: {"));
-    assert_eq!(&lines[3..], ["", ""], "exactly one data line, then a blank line");
+    assert_eq!(
+        &lines[3..],
+        ["", ""],
+        "exactly one data line, then a blank line"
+    );
     let data: Event = serde_json::from_str(&lines[2]["data: ".len()..]).unwrap();
     assert_eq!(data, event);
 }
@@ -76,9 +80,15 @@ async fn an_idle_body_sends_keep_alive_comments() {
         Duration::from_millis(5),
         Duration::from_secs(3),
     );
-    assert_eq!(body.next().await.unwrap().unwrap(), Bytes::from_static(b"retry: 3000\n\n"));
+    assert_eq!(
+        body.next().await.unwrap().unwrap(),
+        Bytes::from_static(b"retry: 3000\n\n")
+    );
     for _ in 0..2 {
-        assert_eq!(body.next().await.unwrap().unwrap(), Bytes::from_static(KEEP_ALIVE));
+        assert_eq!(
+            body.next().await.unwrap().unwrap(),
+            Bytes::from_static(KEEP_ALIVE)
+        );
     }
 }
 

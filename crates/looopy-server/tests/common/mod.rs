@@ -43,7 +43,10 @@ impl TestServer {
         Self::with_config(responses, |_| {}).await
     }
 
-    pub async fn with_config(responses: Vec<Response>, tweak: impl FnOnce(&mut ServerConfig)) -> Self {
+    pub async fn with_config(
+        responses: Vec<Response>,
+        tweak: impl FnOnce(&mut ServerConfig),
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         Self::on_store(dir, ScriptedProvider::from_responses(responses), tweak).await
     }
@@ -143,7 +146,12 @@ impl TestServer {
     }
 
     /// Opens a context event stream with optional Last-Event-ID header and query.
-    pub async fn events(&self, context: &str, last_event_id: Option<&str>, query: &str) -> reqwest::Response {
+    pub async fn events(
+        &self,
+        context: &str,
+        last_event_id: Option<&str>,
+        query: &str,
+    ) -> reqwest::Response {
         let mut req = self
             .client
             .get(self.url(&format!("/v1/contexts/{context}/events{query}")));

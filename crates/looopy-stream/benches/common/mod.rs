@@ -232,24 +232,46 @@ pub fn transcript(bytes: usize, seed: u64) -> String {
 }
 
 /// `s` in pieces of at most `max` bytes cut at char boundaries (a piece is longer only when a
-/// single char is), without allocating.
+/// single char is), without allocating. Kept to a few instructions per piece: with 4-byte
+/// pieces the harness would otherwise cost as much as the parser it measures.
 pub fn chunks(s: &str, max: usize) -> impl Iterator<Item = &str> {
-    let mut start = 0;
-    std::iter::from_fn(move || {
-        if start >= s.len() {
+    Chunks {
+        rest: s,
+        max: max.max(1),
+    }
+}
+
+struct Chunks<'a> {
+    rest: &'a str,
+    max: usize,
+}
+
+impl<'a> Iterator for Chunks<'a> {
+    type Item = &'a str;
+
+    #[inline]
+    fn next(&mut self) -> Option<&'a str> {
+        let bytes = self.rest.as_bytes();
+        if bytes.is_empty() {
             return None;
         }
-        let mut end = (start + max).min(s.len());
-        while !s.is_char_boundary(end) {
-            end -= 1;
+        let mut end = self.max;
+        if end >= bytes.len() {
+            end = bytes.len();
+        } else {
+            // Back off continuation bytes (0b10xx_xxxx) to a char boundary, or forward past
+            // one char when `max` is smaller than it.
+            while end > 0 && (bytes[end] as i8) < -0x40 {
+                end -= 1;
+            }
+            if end == 0 {
+                end = self.rest.chars().next().map_or(1, char::len_utf8);
+            }
         }
-        if end == start {
-            end = start + s[start..].chars().next().map_or(1, char::len_utf8);
-        }
-        let piece = &s[start..end];
-        start = end;
+        let (piece, rest) = self.rest.split_at_checked(end)?;
+        self.rest = rest;
         Some(piece)
-    })
+    }
 }
 
 /// Runs `f` `iters` times and returns the time taken: wall time by default, or this thread's

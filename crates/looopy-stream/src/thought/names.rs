@@ -1,6 +1,8 @@
 //! Tag-name scanning: decides byte by byte whether the text after a `<` can still become a
 //! configured tag name, so text that cannot is released at once instead of waiting for a `>`.
 
+use super::bytes::byte_set;
+
 /// Bytes allowed in tag and attribute names (an ASCII subset of XML name characters).
 pub(crate) fn is_name_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b':' | b'.')
@@ -18,6 +20,8 @@ pub(crate) fn is_space(b: u8) -> bool {
 pub(crate) struct TagNames {
     names: Vec<String>,
     longest: usize,
+    /// First bytes of the names: after `<`, any other byte means text, decided at once.
+    leads: u128,
 }
 
 /// Progress of a name match: the candidates are `lo..hi`, all sharing the first `len` bytes.
@@ -54,12 +58,28 @@ impl TagNames {
         }
         names.sort();
         let longest = names.iter().map(String::len).max().unwrap_or(0);
-        Self { names, longest }
+        let leads = names.iter().fold(0, |set, n| set | n.bytes().next().map_or(0, byte_set));
+        Self {
+            names,
+            longest,
+            leads,
+        }
     }
 
     /// Length of the longest name, in bytes.
     pub(crate) fn longest(&self) -> usize {
         self.longest
+    }
+
+    /// Bytes that can follow `<` in a configured opening tag.
+    pub(crate) fn leads(&self) -> u128 {
+        self.leads
+    }
+
+    /// Bytes that can follow `<` inside a thought of name `index`: its own first byte (a
+    /// nested tag) or `/` (a closing tag).
+    pub(crate) fn leads_in(&self, index: usize) -> u128 {
+        self.name(index).bytes().next().map_or(0, byte_set) | byte_set(b'/')
     }
 
     /// A match against every configured name.
@@ -147,6 +167,7 @@ mod tests {
         assert_eq!(matches(&n, "Thought"), None);
         assert_eq!(matches(&n, "thin"), None);
         assert_eq!(matches(&n, "thinkingcap"), None);
+        assert_eq!(n.leads(), byte_set(b't'));
         let mut m = n.all();
         assert!(!n.advance(&mut m, b'v'));
     }

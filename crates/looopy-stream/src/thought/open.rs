@@ -2,7 +2,7 @@
 //! are appended to the caller's event vector (extending its last event when possible).
 
 use super::attrs::{non_empty, parse_confidence};
-use super::bytes::same_id;
+use super::bytes::{append, same_id};
 use super::splitter::ThoughtSplitter;
 use super::{SplitEvent, Thought};
 
@@ -14,6 +14,8 @@ pub(super) struct OpenThought {
     pub(super) content: String,
     /// Open tags of the same name, this one included.
     pub(super) depth: u32,
+    /// Bytes that may follow `<` in a marker inside this thought (see `TagNames::leads_in`).
+    pub(super) leads: u128,
     pub(super) thought_type: Option<String>,
     pub(super) verbosity: Option<String>,
     pub(super) confidence: Option<f64>,
@@ -38,6 +40,7 @@ impl ThoughtSplitter {
             tag: self.pending_tag,
             content: String::new(),
             depth: 1,
+            leads: self.names.leads_in(self.pending_tag),
             thought_type: None,
             verbosity: None,
             confidence: None,
@@ -81,21 +84,21 @@ pub(super) fn emit_text(out: &mut Vec<SplitEvent>, text: &str) {
         return;
     }
     match out.last_mut() {
-        Some(SplitEvent::Text(last)) => last.push_str(text),
+        Some(SplitEvent::Text(last)) => append(last, text),
         _ => out.push(SplitEvent::Text(text.to_owned())),
     }
 }
 
 /// Appends thought text, extending a trailing delta of the same thought.
-#[inline]
+#[inline(always)]
 pub(super) fn emit_delta(out: &mut Vec<SplitEvent>, open: &mut OpenThought, text: &str) {
     if text.is_empty() {
         return;
     }
-    open.content.push_str(text);
+    append(&mut open.content, text);
     match out.last_mut() {
         Some(SplitEvent::ThoughtDelta { id, delta }) if same_id(id, &open.id) => {
-            delta.push_str(text)
+            append(delta, text)
         }
         _ => out.push(SplitEvent::ThoughtDelta {
             id: open.id.clone(),

@@ -2,7 +2,7 @@
 //! attribute values, each found with one `memchr` so ordinary text costs almost nothing.
 
 use super::attrs::{AttrKind, AttrState, AttrValues, TagScanner, unquoted_run};
-use super::bytes::{find_byte, floor_char_boundary, small_contains};
+use super::bytes::{SmallChunk, append, find_byte, floor_char_boundary, in_set};
 use super::entities::EntityDecoder;
 use super::names::{NameMatch, TagNames};
 use super::open::{OpenThought, emit_delta, emit_text};
@@ -118,45 +118,91 @@ impl ThoughtSplitter {
     /// possible, see the [module docs](super#event-batching)).
     #[inline]
     pub fn push_into(&mut self, chunk: &str, out: &mut Vec<SplitEvent>) {
-        // Fast path for the common small chunk with no `<`: inlined into the caller, so a
-        // token-sized chunk costs little more than appending it.
-        if chunk.len() > 16 || !self.small_chunk(chunk, out) {
+        if chunk.len() > 16 || !self.push_small(chunk, out) {
             self.push_runs(chunk, out);
         }
     }
 
-    /// Handles a chunk of at most 16 bytes that continues the current run (text or body
-    /// without `<`, an attribute value without its closing quote); false if it does not.
+    /// Fast path for token-sized chunks (model output mostly arrives a few bytes at a time):
+    /// one specialisation per length, so searching and copying the chunk compile to a few
+    /// moves. False when the chunk needs the general loop.
     #[inline(always)]
-    fn small_chunk(&mut self, chunk: &str, out: &mut Vec<SplitEvent>) -> bool {
-        let has = |needle: u8| small_contains(chunk.as_bytes(), needle);
+    fn push_small(&mut self, chunk: &str, out: &mut Vec<SplitEvent>) -> bool {
+        macro_rules! by_length {
+            ($($n:literal)*) => {
+                match chunk.len() {
+                    $($n => self.small_chunk::<$n>(chunk, out),)*
+                    _ => false,
+                }
+            };
+        }
+        by_length!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16)
+    }
+
+    /// Handles a chunk of exactly `N` bytes that continues the current run (text or body
+    /// without a marker, an attribute value without its closing quote); false if it does not.
+    #[inline(always)]
+    fn small_chunk<const N: usize>(&mut self, chunk: &str, out: &mut Vec<SplitEvent>) -> bool {
+        let Some(bytes) = chunk.as_bytes().first_chunk::<N>() else {
+            return false;
+        };
+        let small = SmallChunk::new(bytes);
         match self.state {
-            State::Text if !has(b'<') => emit_text(out, chunk),
-            State::Body if !has(b'<') => match self.open.as_mut() {
-                Some(open) => emit_delta(out, open, chunk),
-                None => return false,
-            },
+            State::Text | State::Body => self.small_run(bytes, chunk, small, out),
             State::OpenAttrs => match self.scan.state() {
                 // Undecided tag: value text is only held (decoded when the value ends).
-                AttrState::Quoted(q) if !has(q) && self.held.len() + chunk.len() <= self.cap => {
-                    self.held.push_str(chunk)
+                AttrState::Quoted(q) if !small.contains(q) && self.held.len() + N <= self.cap => {
+                    append(&mut self.held, chunk);
+                    true
                 }
-                _ => return false,
+                _ => false,
             },
             State::Committed => match (self.scan.state(), self.open.as_mut()) {
                 (AttrState::Quoted(q), Some(open))
                     if self.value_kind == AttrKind::Content
                         && self.decoder.is_idle()
-                        && !has(q)
-                        && !has(b'&') =>
+                        && !small.contains(q)
+                        && !small.contains(b'&') =>
                 {
-                    emit_delta(out, open, chunk)
+                    emit_delta(out, open, chunk);
+                    true
                 }
-                _ => return false,
+                _ => false,
             },
+            // The last chunk ended with `<`, and this chunk's first byte shows it was text.
+            State::OpenName(m) if m.len() == 0 && !in_set(self.leads(), bytes[0]) => {
+                self.release_held(out);
+                self.small_run(bytes, chunk, small, out)
+            }
+            _ => false,
+        }
+    }
+
+    /// A small chunk in `Text` or `Body`: all of it is content or thought text unless it holds
+    /// a `<` that may start a marker.
+    #[inline(always)]
+    fn small_run<const N: usize>(
+        &mut self,
+        bytes: &[u8; N],
+        chunk: &str,
+        small: SmallChunk,
+        out: &mut Vec<SplitEvent>,
+    ) -> bool {
+        if small.contains(b'<') && !lt_is_text(bytes, self.leads()) {
+            return false;
+        }
+        match (self.state, self.open.as_mut()) {
+            (State::Text, _) => emit_text(out, chunk),
+            (State::Body, Some(open)) => emit_delta(out, open, chunk),
             _ => return false,
         }
         true
+    }
+
+    /// Bytes that may follow `<` in a marker in the current state.
+    #[inline(always)]
+    fn leads(&self) -> u128 {
+        self.open.as_ref().map_or(self.names.leads(), |open| open.leads)
     }
 
     /// The general loop of [`push_into`](Self::push_into).
@@ -177,8 +223,15 @@ impl ThoughtSplitter {
     #[inline(never)]
     fn marker_step(&mut self, chunk: &str, pos: usize, out: &mut Vec<SplitEvent>) -> usize {
         let in_tag = matches!(self.state, State::OpenAttrs | State::Committed);
+        let lone_lt = matches!(self.state, State::OpenName(m) if m.len() == 0);
+        let leads = self.leads();
         match chunk.as_bytes().get(pos) {
             _ if in_tag && self.scan.state().in_value() => self.value_run(chunk, pos, out),
+            // A `<` ended the last chunk and this byte cannot follow it in a tag.
+            Some(b) if lone_lt && !in_set(leads, *b) => {
+                self.release_held(out);
+                pos
+            }
             Some(b) => self.marker_byte(*b, pos, out),
             None => chunk.len(),
         }
@@ -216,30 +269,33 @@ impl ThoughtSplitter {
         self.decoder.reset();
     }
 
-    /// Outside thoughts: content up to the next `<`, which starts a marker.
+    /// Outside thoughts: content up to the next `<` that starts a marker.
     #[inline]
     fn text_run(&mut self, chunk: &str, pos: usize, out: &mut Vec<SplitEvent>) -> usize {
-        match find_byte(b'<', &chunk.as_bytes()[pos..]) {
-            Some(off) => {
-                emit_text(out, &chunk[pos..pos + off]);
+        match marker_at(chunk.as_bytes(), pos, self.names.leads()) {
+            Some(lt) => {
+                emit_text(out, chunk.get(pos..lt).unwrap_or_default());
                 self.start_marker();
-                pos + off + 1
+                lt + 1
             }
             None => {
-                emit_text(out, &chunk[pos..]);
+                emit_text(out, chunk.get(pos..).unwrap_or_default());
                 chunk.len()
             }
         }
     }
 
-    /// Inside a body: thought text up to the next `<`, which starts a marker.
+    /// Inside a body: thought text up to the next `<` that starts a marker.
     #[inline]
     fn body_run(&mut self, chunk: &str, pos: usize, out: &mut Vec<SplitEvent>) -> usize {
-        let found = find_byte(b'<', &chunk.as_bytes()[pos..]);
-        let end = found.map_or(chunk.len(), |off| pos + off);
-        if let Some(open) = self.open.as_mut() {
-            emit_delta(out, open, &chunk[pos..end]);
-        }
+        let Some(open) = self.open.as_mut() else {
+            // Never reached (a body always has an open thought); text keeps the bytes.
+            self.state = State::Text;
+            return pos;
+        };
+        let found = marker_at(chunk.as_bytes(), pos, open.leads);
+        let end = found.unwrap_or(chunk.len());
+        emit_delta(out, open, chunk.get(pos..end).unwrap_or_default());
         match found {
             Some(_) => {
                 self.start_marker();
@@ -411,4 +467,28 @@ impl ThoughtSplitter {
         self.value_kind = AttrKind::Other;
         self.decoder.reset();
     }
+}
+
+/// The first `<` at or after `pos` that may start a marker: followed by a byte in `leads`, or
+/// last in the chunk. Any other `<` is run text, decided without holding it (code is full of
+/// `Vec<T>` and `a < b`).
+#[inline(always)]
+fn marker_at(bytes: &[u8], mut pos: usize, leads: u128) -> Option<usize> {
+    loop {
+        let lt = pos + find_byte(b'<', bytes.get(pos..)?)?;
+        match bytes.get(lt + 1) {
+            Some(b) if !in_set(leads, *b) => pos = lt + 1,
+            _ => return Some(lt),
+        }
+    }
+}
+
+/// Whether every `<` in `bytes` is followed, within `bytes`, by a byte outside `leads` (so
+/// none of them can start a marker).
+#[inline(always)]
+fn lt_is_text<const N: usize>(bytes: &[u8; N], leads: u128) -> bool {
+    bytes.last() != Some(&b'<')
+        && bytes
+            .windows(2)
+            .all(|pair| pair[0] != b'<' || !in_set(leads, pair[1]))
 }
