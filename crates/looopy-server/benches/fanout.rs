@@ -6,8 +6,12 @@
 //! whole turn with a minimal line scanner (`id:` and `event:` lines only — a full decoder
 //! per client would measure the clients, not the server); a client cut off for falling
 //! behind reconnects with `Last-Event-ID`, as a browser would. Reported: deliveries per
-//! second (events × clients / time until the last client has the `task-complete`), and
-//! reconnections.
+//! second (events × clients / time until the last client has the `task-complete`),
+//! reconnections, and the server's router counters (printed by the server child).
+//!
+//! The agent can produce far faster than 1,000 clients can read, so with the default
+//! 1,024-event buffer most clients are cut off and catch up from the SQLite log; a larger
+//! buffer keeps them live (the buffered batches are shared, not copied per client).
 //!
 //! ```text
 //! cargo bench -p looopy-server --bench fanout
@@ -175,9 +179,6 @@ async fn read_until_complete(
                 }
                 None => break,
             };
-            if std::env::var_os("LOOOPY_BENCH_DEBUG").is_some() && chunk.starts_with(b": ") {
-                eprintln!("comment: {:?}", String::from_utf8_lossy(&chunk));
-            }
             for piece in chunk.split_inclusive(|b| *b == b'\n') {
                 line.extend_from_slice(piece);
                 if line.last() != Some(&b'\n') {

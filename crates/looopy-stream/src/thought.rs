@@ -81,6 +81,7 @@ mod entities;
 mod markers;
 mod names;
 mod open;
+mod small;
 mod splitter;
 
 use serde::Serialize;

@@ -109,6 +109,18 @@ proptest! {
     }
 
     #[test]
+    fn every_small_fixed_chunk_size_gives_the_same_events(input in random_input()) {
+        // Chunks of 1..=16 bytes take the per-length fast paths; 17 takes the general loop.
+        for config in configs() {
+            let whole = merge(split_chunks(&config, [input.as_str()]));
+            for size in 1..=17 {
+                let chunked = merge(split_chunks(&config, char_chunks(&input, size)));
+                prop_assert_eq!(&chunked, &whole, "chunk size {}", size);
+            }
+        }
+    }
+
+    #[test]
     fn held_text_stays_under_the_cap_and_nothing_is_empty(
         input in random_input(),
         points in prop::collection::vec(any::<Index>(), 0..16),

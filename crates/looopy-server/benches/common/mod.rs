@@ -42,6 +42,7 @@ pub async fn run_server_child(provider: Arc<dyn Provider>, tweak: impl FnOnce(&m
         .await
         .expect("bind");
     println!("PORT {}", server.local_addr().port());
+    let state = server.state().clone();
     let stdin_closed = async {
         // The parent closes our stdin (or dies): stop.
         let _ = tokio::task::spawn_blocking(|| {
@@ -57,6 +58,7 @@ pub async fn run_server_child(provider: Arc<dyn Provider>, tweak: impl FnOnce(&m
         .await;
     };
     server.serve(stdin_closed).await.expect("serve");
+    eprintln!("server: {:?}", state.router().stats());
 }
 
 /// The server child process.

@@ -152,6 +152,7 @@ struct Inner {
     closed: AtomicBool,
     delivered: AtomicU64,
     disconnected: AtomicU64,
+    router_lags: AtomicU64,
     /// Where timers of disconnected subscribers run (the router itself is a thread).
     runtime: Handle,
 }
@@ -265,6 +266,8 @@ pub struct RouterStats {
     pub delivered: u64,
     /// Subscribers disconnected for falling behind (or because the router did).
     pub disconnected: u64,
+    /// Times the router itself fell behind the log's broadcast (each disconnects everyone).
+    pub router_lags: u64,
 }
 
 /// Fans committed events out to subscribers; cheap to clone.
@@ -323,6 +326,7 @@ impl EventRouter {
             closed: AtomicBool::new(false),
             delivered: AtomicU64::new(0),
             disconnected: AtomicU64::new(0),
+            router_lags: AtomicU64::new(0),
             runtime: runtime.clone(),
         });
         let thread_inner = Arc::clone(&inner);
@@ -372,6 +376,7 @@ impl EventRouter {
             subscribers: self.inner.lock().values().map(Vec::len).sum(),
             delivered: self.inner.delivered.load(Ordering::Relaxed),
             disconnected: self.inner.disconnected.load(Ordering::Relaxed),
+            router_lags: self.inner.router_lags.load(Ordering::Relaxed),
         }
     }
 }
@@ -403,6 +408,7 @@ fn run(inner: &Inner, mut batches: broadcast::Receiver<Batch>) {
             ready.clear();
         }
         if let Some(missed) = lagged {
+            inner.router_lags.fetch_add(1, Ordering::Relaxed);
             // The batches we missed are durable; subscribers resume from the log.
             tracing::warn!(
                 missed_batches = missed,

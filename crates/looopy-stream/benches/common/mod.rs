@@ -251,24 +251,19 @@ impl<'a> Iterator for Chunks<'a> {
 
     #[inline]
     fn next(&mut self) -> Option<&'a str> {
-        let bytes = self.rest.as_bytes();
-        if bytes.is_empty() {
+        let rest = self.rest;
+        if rest.is_empty() {
             return None;
         }
-        let mut end = self.max;
-        if end >= bytes.len() {
-            end = bytes.len();
-        } else {
-            // Back off continuation bytes (0b10xx_xxxx) to a char boundary, or forward past
-            // one char when `max` is smaller than it.
-            while end > 0 && (bytes[end] as i8) < -0x40 {
-                end -= 1;
-            }
-            if end == 0 {
-                end = self.rest.chars().next().map_or(1, char::len_utf8);
-            }
+        let mut end = self.max.min(rest.len());
+        while !rest.is_char_boundary(end) {
+            end -= 1;
         }
-        let (piece, rest) = self.rest.split_at_checked(end)?;
+        if end == 0 {
+            // `max` is smaller than the first char: the piece is that char.
+            end = rest.chars().next().map_or(1, char::len_utf8);
+        }
+        let (piece, rest) = rest.split_at_checked(end)?;
         self.rest = rest;
         Some(piece)
     }

@@ -1,5 +1,6 @@
 //! Byte-level helpers for the hot path: model output often arrives a few bytes at a time, so
-//! searching and comparing tiny slices must not pay for a `memchr` or `memcmp` call.
+//! searching, comparing and copying tiny slices must not pay for a `memchr`, `memcmp` or
+//! `memcpy` call.
 
 /// Position of `needle` in `haystack`. Model output often arrives a few bytes at a time, and
 /// for such short slices a plain loop beats `memchr`'s setup.
@@ -84,6 +85,15 @@ pub(crate) fn append(dst: &mut String, s: &str) {
         };
     }
     by_length!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
+}
+
+/// `s` as a new `String` of exactly its length, copied like [`append`] (a consumer that
+/// drains after every chunk gets one such string per event).
+#[inline(always)]
+pub(crate) fn owned(s: &str) -> String {
+    let mut new = String::with_capacity(s.len());
+    append(&mut new, s);
+    new
 }
 
 /// `dst.push_str(s)` for `s.len() == N`, with the length a constant.
@@ -172,6 +182,8 @@ mod tests {
                 let mut dst = String::from("x");
                 append(&mut dst, piece);
                 assert_eq!(dst, format!("x{piece}"));
+                let new = owned(piece);
+                assert_eq!((new.as_str(), new.capacity()), (piece, piece.len()));
             }
         }
     }

@@ -51,6 +51,32 @@ impl ThoughtSplitter {
         if consumed { pos + 1 } else { pos }
     }
 
+    /// After `<`: the run of name bytes that keeps matching a configured name is taken at
+    /// once; the byte after it decides what the marker is (see `name_byte`). Returns the next
+    /// position. Needs no cap check: a matching name is never longer than the longest name.
+    pub(super) fn name_run(
+        &mut self,
+        mut m: NameMatch,
+        chunk: &str,
+        pos: usize,
+        out: &mut Vec<SplitEvent>,
+    ) -> usize {
+        let bytes = chunk.as_bytes();
+        let mut end = pos;
+        while let Some(&b) = bytes.get(end) {
+            if !is_name_byte(b) || !self.names.advance(&mut m, b) {
+                break;
+            }
+            end += 1;
+        }
+        self.held.push_str(chunk.get(pos..end).unwrap_or_default());
+        self.state = State::OpenName(m);
+        match bytes.get(end) {
+            Some(&b) if self.name_byte(m, b, out) => end + 1,
+            _ => end,
+        }
+    }
+
     /// After `<`: one more byte of a possible tag name.
     fn name_byte(&mut self, mut m: NameMatch, b: u8, out: &mut Vec<SplitEvent>) -> bool {
         if is_name_byte(b) {

@@ -58,7 +58,9 @@ impl TagNames {
         }
         names.sort();
         let longest = names.iter().map(String::len).max().unwrap_or(0);
-        let leads = names.iter().fold(0, |set, n| set | n.bytes().next().map_or(0, byte_set));
+        let leads = names
+            .iter()
+            .fold(0, |set, n| set | n.bytes().next().map_or(0, byte_set));
         Self {
             names,
             longest,

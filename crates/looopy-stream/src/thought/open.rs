@@ -2,7 +2,7 @@
 //! are appended to the caller's event vector (extending its last event when possible).
 
 use super::attrs::{non_empty, parse_confidence};
-use super::bytes::{append, same_id};
+use super::bytes::{append, owned, same_id};
 use super::splitter::ThoughtSplitter;
 use super::{SplitEvent, Thought};
 
@@ -85,7 +85,7 @@ pub(super) fn emit_text(out: &mut Vec<SplitEvent>, text: &str) {
     }
     match out.last_mut() {
         Some(SplitEvent::Text(last)) => append(last, text),
-        _ => out.push(SplitEvent::Text(text.to_owned())),
+        _ => out.push(SplitEvent::Text(owned(text))),
     }
 }
 
@@ -101,8 +101,8 @@ pub(super) fn emit_delta(out: &mut Vec<SplitEvent>, open: &mut OpenThought, text
             append(delta, text)
         }
         _ => out.push(SplitEvent::ThoughtDelta {
-            id: open.id.clone(),
-            delta: text.to_owned(),
+            id: owned(&open.id),
+            delta: owned(text),
         }),
     }
 }

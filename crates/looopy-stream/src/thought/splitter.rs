@@ -1,8 +1,11 @@
 //! The splitter's state, its main loop, and the bulk paths: runs of text, thought body and
-//! attribute values, each found with one `memchr` so ordinary text costs almost nothing.
+//! attribute values, each found with one `memchr` so ordinary text costs almost nothing, and
+//! a per-length fast path for token-sized chunks (the common case when streaming). A `<`
+//! followed by a byte no tag name starts with (`Vec<String>`, `a < b`) is decided as text on
+//! the spot, without holding it.
 
 use super::attrs::{AttrKind, AttrState, AttrValues, TagScanner, unquoted_run};
-use super::bytes::{SmallChunk, append, find_byte, floor_char_boundary, in_set};
+use super::bytes::{find_byte, floor_char_boundary, in_set};
 use super::entities::EntityDecoder;
 use super::names::{NameMatch, TagNames};
 use super::open::{OpenThought, emit_delta, emit_text};
@@ -123,86 +126,12 @@ impl ThoughtSplitter {
         }
     }
 
-    /// Fast path for token-sized chunks (model output mostly arrives a few bytes at a time):
-    /// one specialisation per length, so searching and copying the chunk compile to a few
-    /// moves. False when the chunk needs the general loop.
-    #[inline(always)]
-    fn push_small(&mut self, chunk: &str, out: &mut Vec<SplitEvent>) -> bool {
-        macro_rules! by_length {
-            ($($n:literal)*) => {
-                match chunk.len() {
-                    $($n => self.small_chunk::<$n>(chunk, out),)*
-                    _ => false,
-                }
-            };
-        }
-        by_length!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16)
-    }
-
-    /// Handles a chunk of exactly `N` bytes that continues the current run (text or body
-    /// without a marker, an attribute value without its closing quote); false if it does not.
-    #[inline(always)]
-    fn small_chunk<const N: usize>(&mut self, chunk: &str, out: &mut Vec<SplitEvent>) -> bool {
-        let Some(bytes) = chunk.as_bytes().first_chunk::<N>() else {
-            return false;
-        };
-        let small = SmallChunk::new(bytes);
-        match self.state {
-            State::Text | State::Body => self.small_run(bytes, chunk, small, out),
-            State::OpenAttrs => match self.scan.state() {
-                // Undecided tag: value text is only held (decoded when the value ends).
-                AttrState::Quoted(q) if !small.contains(q) && self.held.len() + N <= self.cap => {
-                    append(&mut self.held, chunk);
-                    true
-                }
-                _ => false,
-            },
-            State::Committed => match (self.scan.state(), self.open.as_mut()) {
-                (AttrState::Quoted(q), Some(open))
-                    if self.value_kind == AttrKind::Content
-                        && self.decoder.is_idle()
-                        && !small.contains(q)
-                        && !small.contains(b'&') =>
-                {
-                    emit_delta(out, open, chunk);
-                    true
-                }
-                _ => false,
-            },
-            // The last chunk ended with `<`, and this chunk's first byte shows it was text.
-            State::OpenName(m) if m.len() == 0 && !in_set(self.leads(), bytes[0]) => {
-                self.release_held(out);
-                self.small_run(bytes, chunk, small, out)
-            }
-            _ => false,
-        }
-    }
-
-    /// A small chunk in `Text` or `Body`: all of it is content or thought text unless it holds
-    /// a `<` that may start a marker.
-    #[inline(always)]
-    fn small_run<const N: usize>(
-        &mut self,
-        bytes: &[u8; N],
-        chunk: &str,
-        small: SmallChunk,
-        out: &mut Vec<SplitEvent>,
-    ) -> bool {
-        if small.contains(b'<') && !lt_is_text(bytes, self.leads()) {
-            return false;
-        }
-        match (self.state, self.open.as_mut()) {
-            (State::Text, _) => emit_text(out, chunk),
-            (State::Body, Some(open)) => emit_delta(out, open, chunk),
-            _ => return false,
-        }
-        true
-    }
-
     /// Bytes that may follow `<` in a marker in the current state.
     #[inline(always)]
-    fn leads(&self) -> u128 {
-        self.open.as_ref().map_or(self.names.leads(), |open| open.leads)
+    pub(super) fn leads(&self) -> u128 {
+        self.open
+            .as_ref()
+            .map_or(self.names.leads(), |open| open.leads)
     }
 
     /// The general loop of [`push_into`](Self::push_into).
@@ -219,22 +148,27 @@ impl ThoughtSplitter {
         }
     }
 
-    /// One step in any state but `Text` and `Body`.
+    /// Steps through marker and tag states until a run state (`Text`, `Body`) is back or the
+    /// chunk ends; returns where the run continues.
     #[inline(never)]
-    fn marker_step(&mut self, chunk: &str, pos: usize, out: &mut Vec<SplitEvent>) -> usize {
-        let in_tag = matches!(self.state, State::OpenAttrs | State::Committed);
-        let lone_lt = matches!(self.state, State::OpenName(m) if m.len() == 0);
-        let leads = self.leads();
-        match chunk.as_bytes().get(pos) {
-            _ if in_tag && self.scan.state().in_value() => self.value_run(chunk, pos, out),
-            // A `<` ended the last chunk and this byte cannot follow it in a tag.
-            Some(b) if lone_lt && !in_set(leads, *b) => {
-                self.release_held(out);
-                pos
-            }
-            Some(b) => self.marker_byte(*b, pos, out),
-            None => chunk.len(),
+    fn marker_step(&mut self, chunk: &str, mut pos: usize, out: &mut Vec<SplitEvent>) -> usize {
+        let bytes = chunk.as_bytes();
+        while let Some(&b) = bytes.get(pos) {
+            pos = match self.state {
+                State::Text | State::Body => break,
+                // A `<` ended the last chunk and this byte cannot follow it in a tag.
+                State::OpenName(m) if m.len() == 0 && !in_set(self.leads(), b) => {
+                    self.release_held(out);
+                    pos
+                }
+                State::OpenName(m) => self.name_run(m, chunk, pos, out),
+                State::OpenAttrs | State::Committed if self.scan.state().in_value() => {
+                    self.value_run(chunk, pos, out)
+                }
+                _ => self.marker_byte(b, pos, out),
+            };
         }
+        pos
     }
 
     /// Ends the stream: an undecided marker is released as text (or body text) and an open
@@ -481,14 +415,4 @@ fn marker_at(bytes: &[u8], mut pos: usize, leads: u128) -> Option<usize> {
             _ => return Some(lt),
         }
     }
-}
-
-/// Whether every `<` in `bytes` is followed, within `bytes`, by a byte outside `leads` (so
-/// none of them can start a marker).
-#[inline(always)]
-fn lt_is_text<const N: usize>(bytes: &[u8; N], leads: u128) -> bool {
-    bytes.last() != Some(&b'<')
-        && bytes
-            .windows(2)
-            .all(|pair| pair[0] != b'<' || !in_set(leads, pair[1]))
 }
