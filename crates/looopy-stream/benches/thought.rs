@@ -97,16 +97,18 @@ fn scaling(c: &mut Criterion) {
 
 criterion_group!(benches, throughput, scaling);
 
-/// `LOOOPY_THOUGHT_ONCE=<chunk>:<chunk|batch>[:<MB>]` runs one pass instead of criterion, for
-/// instruction counting: `valgrind --tool=callgrind --toggle-collect='*one_pass*' …`.
+/// `LOOOPY_THOUGHT_ONCE=<chunk>:<chunk|batch|harness>[:<MB>]` runs one pass instead of
+/// criterion, for instruction counting (load-independent on a shared machine):
+/// `LOOOPY_THOUGHT_ONCE=4:batch valgrind --tool=callgrind --toggle-collect='*one_pass*' <bench
+/// binary>`. `harness` only cuts the input into chunks, to show what the loop itself costs.
 fn main() {
     if let Ok(spec) = std::env::var("LOOOPY_THOUGHT_ONCE") {
         let mut parts = spec.split(':');
         let chunk = parts.next().and_then(|c| c.parse().ok()).unwrap_or(4);
-        let per_chunk = parts.next() == Some("chunk");
+        let mode = parts.next().unwrap_or("batch").to_owned();
         let mb = parts.next().and_then(|m| m.parse().ok()).unwrap_or(10);
         let input = common::transcript(mb * MB, SEED);
-        let total = one_pass(&input, chunk, per_chunk);
+        let total = one_pass(&input, chunk, &mode);
         println!("{} bytes in, {total} bytes out", input.len());
         return;
     }
@@ -115,10 +117,12 @@ fn main() {
 }
 
 #[inline(never)]
-fn one_pass(input: &str, chunk: usize, per_chunk: bool) -> usize {
-    if per_chunk {
-        drain_per_chunk(black_box(input), chunk)
-    } else {
-        drain_per_batch(black_box(input), chunk)
+fn one_pass(input: &str, chunk: usize, mode: &str) -> usize {
+    match mode {
+        "chunk" => drain_per_chunk(black_box(input), chunk),
+        "harness" => common::chunks(black_box(input), chunk)
+            .map(|piece| black_box(piece).len())
+            .sum(),
+        _ => drain_per_batch(black_box(input), chunk),
     }
 }

@@ -1,9 +1,11 @@
-//! The event router: one per server. It subscribes once to the event log's committed
-//! batches and fans them out to the bounded buffers of the subscribers of each context.
+//! The event router: one per server, on its own thread. It subscribes once to the event
+//! log's committed batches and fans them out to the bounded buffers of the subscribers of
+//! each context.
 //!
 //! Delivery never waits for a subscriber. A subscriber receives, per committed batch, one
 //! shared reference to the batch and the range holding its context's events (so fan-out
-//! costs one queue push per batch and subscriber, not per event, and no copy). Its buffer
+//! costs one queue push per batch and subscriber, not per event, and no copy; batches that
+//! piled up while the router was busy go out together, one wake-up per subscriber). Its buffer
 //! is bounded in *events*: a subscriber that still has events queued and would go over
 //! `capacity` is dropped from the router — its stream ends after draining what it has, and
 //! its connection is closed shortly after if it is not even being read. A subscriber with

@@ -86,6 +86,12 @@ impl Fixture {
     }
 }
 
+async fn within_test_patience<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(20), f)
+        .await
+        .expect("timed out")
+}
+
 fn all() -> EventFilter {
     EventFilter {
         include_internal: true,
@@ -135,16 +141,25 @@ async fn a_subscriber_that_falls_a_buffer_behind_is_disconnected_others_are_not(
     // Both finish replay and go live.
     assert_eq!(slow.next().await.unwrap().seq, 1);
     assert_eq!(fast.next().await.unwrap().seq, 1);
-    // `fast` keeps up; `slow` reads nothing while 30 events are committed.
+    // `fast` keeps up (in lockstep: each event is read before the next is committed);
+    // `slow` reads nothing while 30 events are committed.
+    let (read_tx, mut read_rx) = tokio::sync::mpsc::unbounded_channel();
     let reader = tokio::spawn(async move {
         let mut seqs = Vec::new();
         while seqs.len() < 30 {
-            seqs.push(fast.next().await.unwrap().seq);
+            match fast.next().await {
+                Some(e) => {
+                    seqs.push(e.seq);
+                    read_tx.send(e.seq).unwrap();
+                }
+                None => panic!("fast cut off after {seqs:?}: {:?}", fast.end_reason()),
+            }
         }
         seqs
     });
-    for _ in 0..30 {
-        f.append("t", 1).await; // one commit per event, so the fast reader keeps up
+    for seq in 2..=31 {
+        f.append("t", 1).await;
+        assert_eq!(within_test_patience(read_rx.recv()).await, Some(seq));
     }
     assert_eq!(reader.await.unwrap(), (2..=31).collect::<Vec<_>>());
     assert_eq!(f.router.stats().disconnected, 1);
