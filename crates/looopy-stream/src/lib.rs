@@ -8,7 +8,10 @@
 //! - [`thought`]: splits inline `<thinking>`-style tags out of model text as streamed thoughts.
 //! - [`wire`]: the text wire protocol (`<think>`, `<execute>`, `<respond>`, …) for models
 //!   without native tool calling, plus context assembly in both directions.
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
 
 pub mod sse;
 pub mod thought;
