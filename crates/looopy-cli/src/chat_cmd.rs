@@ -25,7 +25,11 @@ pub async fn run(args: ChatArgs) -> Result<ExitCode> {
     let mut lines = Lines::stdin();
     println!("looopy chat — context {context}\n{HELP}");
     loop {
-        print!("\x1b[1myou ›\x1b[0m ");
+        if color {
+            print!("\x1b[1myou ›\x1b[0m ");
+        } else {
+            print!("you › ");
+        }
         std::io::stdout().flush()?;
         let line = tokio::select! {
             l = lines.next() => l,
@@ -40,7 +44,7 @@ pub async fn run(args: ChatArgs) -> Result<ExitCode> {
             "" => continue,
             "/quit" | "/exit" => break,
             "/help" => println!("{HELP}"),
-            "/history" => history(&agent, &context).await?,
+            "/history" => history(&agent, &context, color).await?,
             "/contexts" => contexts(&agent, &context).await?,
             "/clear" => {
                 agent.store().clear_messages(&context).await?;
@@ -62,7 +66,12 @@ pub async fn run(args: ChatArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn history(agent: &Agent, context: &str) -> Result<()> {
+async fn history(agent: &Agent, context: &str, color: bool) -> Result<()> {
+    let (dim, reset) = if color {
+        ("\x1b[2m", "\x1b[0m")
+    } else {
+        ("", "")
+    };
     for m in agent.store().load_messages(context).await? {
         let who = match m.role {
             Role::System => "system",
@@ -74,7 +83,7 @@ async fn history(agent: &Agent, context: &str) -> Result<()> {
         for call in &m.tool_calls {
             text.push_str(&format!(" [calls {}({})]", call.name, call.arguments));
         }
-        println!("\x1b[2m{who}:\x1b[0m {text}");
+        println!("{dim}{who}:{reset} {text}");
     }
     Ok(())
 }

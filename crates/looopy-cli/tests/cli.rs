@@ -295,3 +295,28 @@ fn wire_tool_protocol_produces_the_same_event_protocol_as_native() {
         );
     }
 }
+
+#[test]
+fn chat_streams_answers_and_handles_slash_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("l.db");
+    let script = "What is 6*7?\n/history\n/contexts\n/bogus\n/clear\n/history\n/quit\n";
+    let out = looopy(&db, &["chat", "--context", "ctx-chat"], script);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("The calculator says 6*7 = 42."), "{stdout}");
+    // /history shows the stored conversation, tool call included.
+    assert!(stdout.contains("you: What is 6*7?"), "{stdout}");
+    assert!(stdout.contains("[calls calculator("), "{stdout}");
+    assert!(stdout.contains("tool: 42"), "{stdout}");
+    assert!(stdout.contains("* ctx-chat"), "{stdout}");
+    assert!(stdout.contains("unknown command /bogus"), "{stdout}");
+    assert!(stdout.contains("history of ctx-chat cleared"), "{stdout}");
+    // After /clear the second /history prints nothing more from the conversation.
+    let after_clear = stdout.split("cleared").nth(1).unwrap();
+    assert!(!after_clear.contains("you: What is 6*7?"), "{stdout}");
+}
