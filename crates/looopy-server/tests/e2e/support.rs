@@ -288,3 +288,13 @@ where
     })
     .await
 }
+
+/// A v1.0 user message with one text part.
+pub fn v1_message(text: &str) -> Value {
+    json!({"messageId": format!("m-{}", text.len()), "role": "ROLE_USER", "parts": [{"text": text}]})
+}
+
+/// A v0.3 user message with one text part.
+pub fn v03_message(text: &str) -> Value {
+    json!({"kind": "message", "messageId": "m2", "role": "user", "parts": [{"kind": "text", "text": text}]})
+}
