@@ -3,76 +3,19 @@
 //! logged, in order and unchanged, and the interrupted task ends `failed` with a reason.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+mod support;
 
 use futures::StreamExt;
-use looopy_stream::sse::{SseDecoder, SseEvent};
+use looopy_stream::sse::SseEvent;
 use serde_json::Value;
+use support::{PATIENCE, context_events as events};
 
-const PATIENCE: Duration = Duration::from_secs(30);
-
-struct Server {
-    child: Child,
-    base: String,
-}
-
-/// Starts `looopy serve` on a free port and waits for its "serving on" line.
-fn start(db: &Path, script: &Path) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_looopy"))
-        .args([
-            "serve",
-            "--addr",
-            "127.0.0.1:0",
-            "--allow-internal",
-            "--provider",
-            "scripted",
-        ])
-        .arg("--db")
-        .arg(db)
-        .arg("--script")
-        .arg(script)
-        .env("HOME", db.parent().unwrap())
-        .env_remove("LOOOPY_TOKENS")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn looopy serve");
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(addr) = line.split("serving on ").nth(1) {
-                let _ = tx.send(addr.trim().to_string());
-            }
-        }
-    });
-    let base = rx
-        .recv_timeout(PATIENCE)
-        .expect("the server announces its address");
-    Server { child, base }
-}
-
-async fn events(
-    base: &str,
-    context: &str,
-    last_event_id: u64,
-) -> impl futures::Stream<Item = SseEvent> {
-    let response = reqwest::Client::new()
-        .get(format!("{base}/v1/contexts/{context}/events"))
-        .header("last-event-id", last_event_id.to_string())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    let mut decoder = SseDecoder::new();
-    response
-        .bytes_stream()
-        .map(move |chunk| decoder.push(&chunk.unwrap_or_default()))
-        .flat_map(futures::stream::iter)
+/// Starts `looopy serve` on a free port with `--allow-internal` and the given script.
+fn start(db: &std::path::Path, script: &std::path::Path) -> support::Server {
+    support::start_default(
+        db,
+        &["--allow-internal", "--script", script.to_str().unwrap()],
+    )
 }
 
 #[tokio::test]
@@ -122,7 +65,7 @@ async fn a_killed_server_serves_every_logged_event_after_restart_and_fails_the_t
     first.child.wait().unwrap();
 
     // Restart on the same database; replay everything from the start.
-    let mut second = start(&db, &script);
+    let second = start(&db, &script);
     let mut after = Vec::new();
     {
         let mut stream = std::pin::pin!(events(&second.base, "ctx-crash", 0).await);
@@ -165,12 +108,7 @@ async fn a_killed_server_serves_every_logged_event_after_restart_and_fails_the_t
     assert_eq!(record["error"]["message"], "server restarted");
 
     // SIGTERM: a graceful shutdown that exits cleanly.
-    let status = Command::new("kill")
-        .args(["-TERM", &second.child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let exit = tokio::task::spawn_blocking(move || second.child.wait().unwrap())
+    let exit = tokio::task::spawn_blocking(move || second.terminate())
         .await
         .unwrap();
     assert!(exit.success(), "graceful shutdown exits 0: {exit:?}");

@@ -4,15 +4,16 @@
 //! `--allow-internal` so the sequence has no filtered gaps to account for.)
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
-use std::time::Duration;
 
 use serde_json::Value;
 
-const PATIENCE: Duration = Duration::from_secs(30);
+use support::{PATIENCE, free_port};
 
 const SLOW_SCRIPT: &str = r#"
 chunk_size: 4
@@ -22,47 +23,11 @@ turns:
       - "[scripted model] This answer streams slowly, four characters at a time, so that the server can be killed in the middle of it."
 "#;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Starts `looopy serve` on `port` and waits until it says it is serving.
-fn serve(db: &Path, script: &Path, port: u16) -> Child {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_looopy"))
-        .args([
-            "serve",
-            "--addr",
-            &format!("127.0.0.1:{port}"),
-            "--provider",
-            "scripted",
-            "--allow-internal",
-        ])
-        .arg("--db")
-        .arg(db)
-        .arg("--script")
-        .arg(script)
-        .env("HOME", db.parent().unwrap())
-        .env_remove("LOOOPY_TOKENS")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn looopy serve");
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if line.contains("serving on") {
-                let _ = tx.send(());
-            }
-        }
-    });
-    rx.recv_timeout(PATIENCE).expect("server starts");
-    child
+/// Starts `looopy serve` on `port` (so a restart comes back on the same address).
+fn serve(db: &Path, script: &Path, port: u16) -> support::Server {
+    let mut command = support::serve_command(db, &format!("127.0.0.1:{port}"));
+    command.arg("--allow-internal").arg("--script").arg(script);
+    support::start(command)
 }
 
 fn post_message(base: &str, context: &str, text: &str) -> Value {
@@ -90,7 +55,7 @@ fn tail_follows_a_turn_across_a_server_crash_without_loss_or_duplicates() {
     std::fs::write(&script, SLOW_SCRIPT).unwrap();
     let port = free_port();
     let base = format!("http://127.0.0.1:{port}");
-    let mut server = serve(&db, &script, port);
+    let server = serve(&db, &script, port);
 
     let started = post_message(&base, "ctx-tail", "tell me something");
     let task = started["taskId"].as_str().unwrap().to_string();
@@ -130,17 +95,15 @@ fn tail_follows_a_turn_across_a_server_crash_without_loss_or_duplicates() {
                 .expect("events while the turn streams"),
         );
     }
-    server.kill().unwrap();
-    server.wait().unwrap();
-    let mut server = serve(&db, &script, port);
+    drop(server); // SIGKILL
+    let server = serve(&db, &script, port);
 
     // After the restart the interrupted task is failed; tail reconnects and sees the end.
     while let Ok(e) = rx.recv_timeout(PATIENCE) {
         events.push(e);
     }
     let status = tail.wait().unwrap();
-    server.kill().unwrap();
-    let _ = server.wait();
+    drop(server);
     assert!(status.success(), "tail exits 0 once the task is done");
 
     let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();

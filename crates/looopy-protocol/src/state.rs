@@ -30,6 +30,19 @@ pub enum TaskState {
 }
 
 impl TaskState {
+    /// Every state, in lifecycle order (for exhaustive tests and documentation).
+    pub const ALL: [TaskState; 9] = [
+        TaskState::Submitted,
+        TaskState::Working,
+        TaskState::WaitingInput,
+        TaskState::WaitingAuth,
+        TaskState::WaitingSubtask,
+        TaskState::Completed,
+        TaskState::Failed,
+        TaskState::Canceled,
+        TaskState::Rejected,
+    ];
+
     /// A terminal state never changes again; a stream of the task can close.
     pub fn is_terminal(self) -> bool {
         matches!(
@@ -42,6 +55,12 @@ impl TaskState {
     /// (input or authentication). A stream of the task can close here too.
     pub fn is_interrupted(self) -> bool {
         matches!(self, Self::WaitingInput | Self::WaitingAuth)
+    }
+
+    /// A settled task is waiting on nobody inside the agent: it is over (terminal) or paused
+    /// until someone outside answers (interrupted). Following a turn ends here.
+    pub fn is_settled(self) -> bool {
+        self.is_terminal() || self.is_interrupted()
     }
 
     /// The kebab-case name used on the wire.
@@ -86,17 +105,7 @@ impl std::fmt::Display for TaskState {
 mod tests {
     use super::*;
 
-    const ALL: [TaskState; 9] = [
-        TaskState::Submitted,
-        TaskState::Working,
-        TaskState::WaitingInput,
-        TaskState::WaitingAuth,
-        TaskState::WaitingSubtask,
-        TaskState::Completed,
-        TaskState::Failed,
-        TaskState::Canceled,
-        TaskState::Rejected,
-    ];
+    const ALL: [TaskState; 9] = TaskState::ALL;
 
     #[test]
     fn names_round_trip_through_serde_and_parse() {
@@ -120,5 +129,14 @@ mod tests {
         );
         assert!(terminal.iter().all(|s| !s.is_interrupted()));
         assert!(!TaskState::WaitingSubtask.is_interrupted());
+    }
+
+    #[test]
+    fn settled_is_terminal_or_interrupted() {
+        let settled: Vec<_> = ALL.iter().filter(|s| s.is_settled()).collect();
+        assert_eq!(settled.len(), 6);
+        assert!(!TaskState::Working.is_settled());
+        assert!(!TaskState::WaitingSubtask.is_settled());
+        assert!(!TaskState::Submitted.is_settled());
     }
 }

@@ -1,9 +1,12 @@
 //! The caller's handle on a turn running in the background.
 
-use looopy_protocol::TaskState;
+use futures::Stream;
+use looopy_protocol::{Event, TaskState};
+use looopy_store::Store;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::follow::{FollowSpec, follow};
 use crate::AgentError;
 
 /// A turn (or the resumed part of one) running in the background. Dropping the handle does
@@ -17,12 +20,35 @@ pub struct TurnHandle {
     pub start_seq: u64,
     pub(crate) cancel: CancellationToken,
     pub(crate) join: JoinHandle<Result<TaskState, AgentError>>,
+    pub(crate) store: Store,
+    /// Cancelled when the background run has ended, whatever happened to it.
+    pub(crate) run_done: CancellationToken,
 }
 
 impl TurnHandle {
     /// Asks the turn to stop; it ends `canceled` with a consistent history.
     pub fn cancel(&self) {
         self.cancel.cancel();
+    }
+
+    /// This run's events — the task's and its sub-tasks' — replayed from the durable log,
+    /// then live, ending after the event that settles the task (`task-complete`, or a
+    /// `task-status` into `waiting-input`/`waiting-auth`). Can be called any number of
+    /// times, before or after the run ends; each stream sees every event of the run.
+    ///
+    /// If the run ends without being able to log a settling event (its storage failed), the
+    /// stream ends after the last event that was logged.
+    pub fn events(&self) -> impl Stream<Item = Event> + Send + 'static {
+        follow(
+            self.store.clone(),
+            FollowSpec {
+                context_id: self.context_id.clone(),
+                task_id: self.task_id.clone(),
+                after_seq: self.start_seq,
+                history_until: 0,
+                run_done: Some(self.run_done.clone()),
+            },
+        )
     }
 
     /// Waits for the run to end (its final events durable) and returns the task's state:

@@ -2,6 +2,7 @@
 //! its events written to the durable event log — the one place the CLI and server read.
 
 mod active;
+mod follow;
 mod handle;
 
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use looopy_store::{Store, StoreError, TaskRecord};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+pub use follow::{belongs_to, settles};
 pub use handle::TurnHandle;
 
 use crate::AgentError;
@@ -215,6 +217,35 @@ impl Agent {
         ))
     }
 
+    /// The events of any task and its sub-tasks, from its first event: replayed from the
+    /// durable log, then live, ending after the event that settles it (`task-complete`, or
+    /// the pause it is in now). A pause that was answered later is part of the history and
+    /// does not end the stream. Errors: `NotFound`.
+    ///
+    /// Replay reads the task's context from its start, so it costs O(events in the context).
+    pub async fn follow(
+        &self,
+        task_id: &str,
+    ) -> Result<impl futures::Stream<Item = looopy_protocol::Event> + Send + 'static, AgentError>
+    {
+        let store = &self.shared.store;
+        let task = store
+            .get_task(task_id)
+            .await?
+            .ok_or_else(|| AgentError::NotFound(task_id.to_string()))?;
+        let history_until = store.event_log().last_seq(&task.context_id).await?;
+        Ok(follow::follow(
+            store.clone(),
+            follow::FollowSpec {
+                context_id: task.context_id,
+                task_id: task_id.to_string(),
+                after_seq: 0,
+                history_until,
+                run_done: None,
+            },
+        ))
+    }
+
     /// Cancels a task: a running turn is told to stop (it ends `canceled` shortly); a
     /// paused one is ended `canceled` now, its waiting calls answered `canceled`.
     /// Errors: `NotFound`, `NotRunning` (already finished).
@@ -386,7 +417,10 @@ impl Agent {
         let context_id = turn.record.context_id.clone();
         let task_id = turn.record.task_id.clone();
         let cancel = turn.cancel.clone();
+        let run_done = CancellationToken::new();
+        let done_on_exit = run_done.clone().drop_guard();
         let join = tokio::spawn(async move {
+            let _done_on_exit = done_on_exit;
             let result = match work {
                 Work::Start => turn.drive().await,
                 Work::Resume(pending, value) => turn.resume(*pending, value).await,
@@ -417,6 +451,8 @@ impl Agent {
             start_seq,
             cancel,
             join,
+            store: self.shared.store.clone(),
+            run_done,
         }
     }
 }

@@ -57,17 +57,32 @@ impl<T: Tool> DynTool for TypedTool<T> {
         Box::pin(async move {
             let args: T::Args = serde_json::from_value(args)
                 .map_err(|e| ToolFailure::InvalidArguments(e.to_string()))?;
-            match self.tool.call(args, ctx.clone()).await {
-                Ok(output) => serde_json::to_value(output)
-                    .map_err(|e| ToolFailure::Failed(format!("result is not valid JSON: {e}"))),
-                Err(error) => Err(match ctx.take_input_request() {
-                    Some(request) => ToolFailure::NeedsInput(request),
-                    None => match (&error as &dyn Any).downcast_ref::<ToolFailure>() {
-                        Some(failure) => failure.clone(),
-                        None => ToolFailure::Failed(error.to_string()),
-                    },
-                }),
-            }
+            let result = self.tool.call(args, ctx.clone()).await;
+            into_tool_result(result, &ctx)
         })
+    }
+}
+
+/// Turns what a typed tool returned into the JSON result or the [`ToolFailure`] the agent
+/// acts on: an input request made through the context wins over the error's text, and a
+/// `ToolFailure` error keeps its meaning.
+pub(crate) fn into_tool_result<O, E>(
+    result: Result<O, E>,
+    ctx: &ToolContext,
+) -> Result<Value, ToolFailure>
+where
+    O: serde::Serialize,
+    E: std::fmt::Display + 'static,
+{
+    match result {
+        Ok(output) => serde_json::to_value(output)
+            .map_err(|e| ToolFailure::Failed(format!("result is not valid JSON: {e}"))),
+        Err(error) => Err(match ctx.take_input_request() {
+            Some(request) => ToolFailure::NeedsInput(request),
+            None => match (&error as &dyn Any).downcast_ref::<ToolFailure>() {
+                Some(failure) => failure.clone(),
+                None => ToolFailure::Failed(error.to_string()),
+            },
+        }),
     }
 }

@@ -9,6 +9,7 @@ mod builtin;
 mod context;
 mod dynamic;
 pub(crate) mod exec;
+mod func;
 mod registry;
 mod schema;
 
@@ -22,6 +23,7 @@ pub use builtin::{AskUser, AskUserArgs, Calculator, CalculatorArgs, CurrentTime,
 pub use builtin::{CalcError, evaluate};
 pub use context::{InputRequest, ProgressSink, ToolContext};
 pub use dynamic::{DynTool, ToolFuture};
+pub use func::{FnTool, IntoDynTool, tool_fn};
 pub use registry::ToolRegistry;
 pub use schema::{ArgumentValidator, schema_for_args};
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use looopy_llm::ToolDefinition;
 
 use super::dynamic::TypedTool;
-use super::{ArgumentValidator, AskUser, Calculator, CurrentTime, DynTool, Tool};
+use super::{ArgumentValidator, AskUser, Calculator, CurrentTime, DynTool, IntoDynTool, Tool};
 
 /// One registered tool: the tool and its compiled argument schema.
 #[derive(Clone)]
@@ -47,6 +47,18 @@ impl ToolRegistry {
     /// Adds a typed tool (builder style).
     pub fn with<T: Tool>(mut self, tool: T) -> Self {
         self.add(tool);
+        self
+    }
+
+    /// Adds any kind of tool (typed, [`tool_fn`](super::tool_fn), `#[tool]`, or type-erased),
+    /// replacing any tool of the same name.
+    pub fn add_tool(&mut self, tool: impl IntoDynTool) -> &mut Self {
+        self.add_dyn(tool.into_dyn_tool())
+    }
+
+    /// Adds any kind of tool (builder style).
+    pub fn with_tool(mut self, tool: impl IntoDynTool) -> Self {
+        self.add_tool(tool);
         self
     }
 
