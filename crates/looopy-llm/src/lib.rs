@@ -11,11 +11,13 @@ mod error;
 mod http;
 mod inline_thoughts;
 pub mod openai;
+pub mod redact;
 pub mod scripted;
 mod types;
 
 pub use error::LlmError;
 pub use http::{HttpSettings, ThoughtTags};
+pub use redact::Redactor;
 pub use types::{
     ChatRequest, FinishReason, LlmEvent, LlmStream, Provider, ThoughtInfo, TokenUsage,
     ToolDefinition,

@@ -332,12 +332,13 @@ fn merged_json(events: &[LlmEvent]) -> serde_json::Value {
                 continue;
             }
         };
-        if let Some(last) = out.last_mut() {
-            if last.get(key).is_some() && last.get("id").and_then(|v| v.as_str()) == Some(id) {
-                let joined = format!("{}{piece}", last[key].as_str().unwrap_or_default());
-                last[key] = json!(joined);
-                continue;
-            }
+        let same = |last: &serde_json::Value| {
+            last.get(key).is_some() && last.get("id").and_then(|v| v.as_str()) == Some(id)
+        };
+        if let Some(last) = out.last_mut().filter(|last| same(last)) {
+            let joined = format!("{}{piece}", last[key].as_str().unwrap_or_default());
+            last[key] = json!(joined);
+            continue;
         }
         out.push(json!({ key: piece, "id": id }));
     }

@@ -10,7 +10,7 @@ use looopy_stream::sse::SseEvent;
 use serde_json::Value;
 
 use super::wire::{ContentBlock, Delta, StreamEvent};
-use crate::http::{Progress, ThoughtTags, WireDecoder, error_member, stream_error, truncate};
+use crate::http::{Progress, ThoughtTags, WireDecoder, error_member, stream_error};
 use crate::inline_thoughts::InlineThoughts;
 use crate::openai::tool_calls::parse_arguments;
 use crate::{FinishReason, LlmError, LlmEvent, ThoughtInfo, TokenUsage};
@@ -69,7 +69,7 @@ impl MessagesDecoder {
         let event: StreamEvent<'_> = serde_json::from_str(data).map_err(|error| {
             LlmError::Decode(format!(
                 "invalid event in the Anthropic stream ({error}): {}",
-                truncate(data, 200)
+                data
             ))
         })?;
         let kind = event.kind.as_ref().map_or(name, |k| k.as_str());

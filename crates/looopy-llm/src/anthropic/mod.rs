@@ -21,9 +21,10 @@ use reqwest::Url;
 use reqwest::header::HeaderMap;
 
 use crate::http::{
-    CallSpec, HttpSettings, ThoughtTags, failed, http_setters, join_url, start_call,
+    BasicAuth, CallSpec, HttpSettings, ThoughtTags, display_base_url, failed, http_setters,
+    join_url, start_call,
 };
-use crate::{ChatRequest, LlmError, LlmStream, Provider};
+use crate::{ChatRequest, LlmError, LlmStream, Provider, Redactor};
 use decoder::MessagesDecoder;
 
 /// The public Anthropic endpoint.
@@ -61,7 +62,7 @@ impl Default for AnthropicConfig {
 impl fmt::Debug for AnthropicConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AnthropicConfig")
-            .field("base_url", &self.base_url)
+            .field("base_url", &display_base_url(&self.base_url))
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("model", &self.model)
             .field("max_tokens", &self.max_tokens)
@@ -138,8 +139,11 @@ http_setters!(AnthropicConfig);
 pub struct AnthropicProvider {
     config: AnthropicConfig,
     client: reqwest::Client,
+    /// Without userinfo; that is in `basic_auth`.
     url: Url,
+    basic_auth: Option<BasicAuth>,
     headers: HeaderMap,
+    redactor: Redactor,
 }
 
 impl AnthropicProvider {
@@ -151,7 +155,7 @@ impl AnthropicProvider {
         } else {
             "/v1/messages"
         };
-        let url = join_url(base, path)?;
+        let endpoint = join_url(base, path)?;
         if config.api_key.is_none() && base == DEFAULT_BASE_URL {
             return Err(LlmError::Config(
                 "ANTHROPIC_API_KEY is not set (required by api.anthropic.com)".into(),
@@ -167,11 +171,14 @@ impl AnthropicProvider {
         }
         let headers = config.http.header_map(&fixed)?;
         let client = config.http.build_client()?;
+        let redactor = config.http.redactor(config.api_key.as_deref(), &endpoint);
         Ok(Self {
             config,
             client,
-            url,
+            url: endpoint.url,
+            basic_auth: endpoint.basic_auth,
             headers,
+            redactor,
         })
     }
 
@@ -221,7 +228,9 @@ impl Provider for AnthropicProvider {
         let spec = CallSpec {
             client: self.client.clone(),
             url: self.url.clone(),
+            basic_auth: self.basic_auth.clone(),
             headers: self.headers.clone(),
+            redactor: self.redactor.clone(),
             body,
             retry: self.config.http.retry_policy(),
             idle_timeout: self.config.http.idle_timeout,

@@ -12,10 +12,10 @@ use looopy_stream::sse::{SseDecoder, SseEvent};
 use reqwest::header::{CONTENT_TYPE, HeaderMap};
 use reqwest::{Response, Url};
 
-use super::describe;
 use super::error_body::{http_error_message, stream_error};
 use super::retry::{RetryPolicy, parse_retry_after};
-use crate::{LlmError, LlmEvent, LlmStream};
+use super::{BasicAuth, describe};
+use crate::{LlmError, LlmEvent, LlmStream, Redactor};
 
 /// Largest error body read from a failed response; the rest is not worth the wait.
 const MAX_ERROR_BODY: usize = 64 * 1024;
@@ -45,8 +45,14 @@ pub(crate) trait WireDecoder: Send + 'static {
 #[derive(Debug, Clone)]
 pub(crate) struct CallSpec {
     pub client: reqwest::Client,
+    /// Never contains userinfo: that was moved to `basic_auth` (see [`super::join_url`]),
+    /// so the URL can be logged and quoted in errors.
     pub url: Url,
+    pub basic_auth: Option<BasicAuth>,
+    /// Secret values are marked sensitive, so `Debug` does not show them.
     pub headers: HeaderMap,
+    /// Scrubs credentials out of every error before it leaves the call (or is logged).
+    pub redactor: Redactor,
     pub body: Bytes,
     pub retry: RetryPolicy,
     pub idle_timeout: Duration,
@@ -160,6 +166,7 @@ impl<D: WireDecoder, F: FnMut() -> D + Send> Call<D, F> {
             match &mut self.phase {
                 Phase::Finished => return None,
                 Phase::Idle => match self.open().await {
+                    // `open` returns errors already redacted.
                     Ok(response) => {
                         self.sse = SseDecoder::new();
                         self.phase = Phase::Streaming {
@@ -185,7 +192,10 @@ impl<D: WireDecoder, F: FnMut() -> D + Send> Call<D, F> {
                     match step {
                         Ok(Progress::Continue) => {}
                         Ok(Progress::Done) => self.phase = Phase::Finished,
-                        Err(error) => self.fail_stream(error).await,
+                        Err(error) => {
+                            let error = self.spec.redactor.error(error);
+                            self.fail_stream(error).await;
+                        }
                     }
                 }
             }
@@ -195,15 +205,18 @@ impl<D: WireDecoder, F: FnMut() -> D + Send> Call<D, F> {
     /// A failure after the response started: retried from scratch if the consumer has
     /// seen nothing yet, otherwise reported after the events already decoded.
     async fn fail_stream(&mut self, error: LlmError) {
-        if !self.delivered {
-            if let Some(delay) = self.spec.retry.delay_for(&error, self.retries) {
-                self.retries += 1;
-                tracing::warn!(provider = self.spec.provider, retry = self.retries, ?delay, %error, "stream failed before any output; retrying");
-                self.queue.clear();
-                self.phase = Phase::Idle;
-                tokio::time::sleep(delay).await;
-                return;
-            }
+        let retry = if self.delivered {
+            None
+        } else {
+            self.spec.retry.delay_for(&error, self.retries)
+        };
+        if let Some(delay) = retry {
+            self.retries += 1;
+            tracing::warn!(provider = self.spec.provider, retry = self.retries, ?delay, %error, "stream failed before any output; retrying");
+            self.queue.clear();
+            self.phase = Phase::Idle;
+            tokio::time::sleep(delay).await;
+            return;
         }
         self.phase = Phase::Finished;
         self.error = Some(error);
@@ -214,7 +227,7 @@ impl<D: WireDecoder, F: FnMut() -> D + Send> Call<D, F> {
         loop {
             let error = match send_once(&self.spec).await {
                 Ok(response) => return Ok(response),
-                Err(error) => error,
+                Err(error) => self.spec.redactor.error(error),
             };
             let Some(delay) = self.spec.retry.delay_for(&error, self.retries) else {
                 return Err(error);
@@ -229,9 +242,13 @@ impl<D: WireDecoder, F: FnMut() -> D + Send> Call<D, F> {
 /// One attempt: a response ready to stream, or why not.
 async fn send_once(spec: &CallSpec) -> Result<Response, LlmError> {
     tracing::debug!(provider = spec.provider, url = %spec.url, "sending model request");
-    let send = spec
-        .client
-        .post(spec.url.clone())
+    let mut request = spec.client.post(spec.url.clone());
+    if let Some(auth) = &spec.basic_auth {
+        // Before `headers`, so an explicit `Authorization` (the API key) wins, as it
+        // would if reqwest had taken the credentials from the URL itself.
+        request = request.basic_auth(&auth.user, auth.password.as_ref());
+    }
+    let send = request
         .headers(spec.headers.clone())
         .body(spec.body.clone())
         .send();

@@ -1,24 +1,24 @@
 //! Turns what servers say when something goes wrong (HTTP error bodies, `{"error": …}`
-//! objects inside a stream) into short, clear messages and typed errors.
+//! objects inside a stream) into clear messages and typed errors.
+//!
+//! Messages are kept whole here: the driver redacts credentials and only then truncates
+//! (see [`crate::redact`]), so a cut can never keep half of an echoed key.
 
 use serde_json::Value;
 
 use crate::LlmError;
 
-/// Longest server message kept in an error (in bytes); bodies can be whole HTML pages.
-pub(crate) const MAX_MESSAGE_LEN: usize = 500;
-
 /// The server's own explanation from an HTTP error body: the `error.message` of a JSON
 /// body (OpenAI, Anthropic, vLLM, LiteLLM), a JSON `message`/`detail`/`error` string, or
-/// the body as text — truncated either way.
+/// the body as text.
 pub(crate) fn http_error_message(body: &[u8]) -> String {
-    if let Ok(value) = serde_json::from_slice::<Value>(body) {
-        if let Some(info) = ErrorInfo::from_json(&value) {
-            return info.describe();
-        }
+    let info = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|value| ErrorInfo::from_json(&value));
+    if let Some(info) = info {
+        return info.describe();
     }
-    let text = String::from_utf8_lossy(body);
-    truncate(text.trim(), MAX_MESSAGE_LEN)
+    String::from_utf8_lossy(body).trim().to_string()
 }
 
 /// The typed error for an error reported inside a stream (`{"error": {...}}` or an
@@ -29,7 +29,7 @@ pub(crate) fn stream_error(data: &str) -> LlmError {
         .and_then(|value| ErrorInfo::from_json(&value))
         .unwrap_or_else(|| ErrorInfo {
             kind: "error".into(),
-            message: truncate(data.trim(), MAX_MESSAGE_LEN),
+            message: data.trim().to_string(),
             status: None,
         });
     info.into_error()
@@ -64,7 +64,7 @@ impl ErrorInfo {
                 .and_then(Value::as_str)
                 .unwrap_or("error")
                 .to_string(),
-            message: truncate(message, MAX_MESSAGE_LEN),
+            message: message.to_string(),
             status: None,
         })
     }
@@ -73,7 +73,7 @@ impl ErrorInfo {
         match error {
             Value::String(message) => Self {
                 kind: "error".into(),
-                message: truncate(message, MAX_MESSAGE_LEN),
+                message: message.clone(),
                 status: None,
             },
             Value::Object(fields) => {
@@ -88,8 +88,8 @@ impl ErrorInfo {
                 let message = fields
                     .get("message")
                     .and_then(Value::as_str)
-                    .map(|m| truncate(m, MAX_MESSAGE_LEN))
-                    .unwrap_or_else(|| truncate(&error.to_string(), MAX_MESSAGE_LEN));
+                    .map(str::to_string)
+                    .unwrap_or_else(|| error.to_string());
                 let status = code
                     .and_then(|c| {
                         c.as_u64()
@@ -104,7 +104,7 @@ impl ErrorInfo {
             }
             other => Self {
                 kind: "error".into(),
-                message: truncate(&other.to_string(), MAX_MESSAGE_LEN),
+                message: other.to_string(),
                 status: None,
             },
         }
@@ -154,18 +154,6 @@ fn is_transient_kind(kind: &str) -> bool {
     )
 }
 
-/// Cuts `text` to at most `max` bytes on a character boundary, marking the cut with `…`.
-pub(crate) fn truncate(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_string();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -196,11 +184,7 @@ mod tests {
     }
 
     #[test]
-    fn long_and_non_utf8_bodies_are_truncated_safely() {
-        let body = "é".repeat(1000);
-        let message = http_error_message(body.as_bytes());
-        assert!(message.len() <= MAX_MESSAGE_LEN + '…'.len_utf8());
-        assert!(message.ends_with('…'));
+    fn non_utf8_bodies_are_read_lossily() {
         assert_eq!(http_error_message(&[0xff, 0xfe, b'x']), "\u{fffd}\u{fffd}x");
     }
 

@@ -9,7 +9,7 @@ use looopy_stream::sse::SseEvent;
 
 use super::tool_calls::{Fragment, ToolCallAssembler};
 use super::wire::{Chunk, Delta, Usage};
-use crate::http::{Progress, ThoughtTags, WireDecoder, error_member, stream_error, truncate};
+use crate::http::{Progress, ThoughtTags, WireDecoder, error_member, stream_error};
 use crate::inline_thoughts::InlineThoughts;
 use crate::{FinishReason, LlmError, LlmEvent, ThoughtInfo, TokenUsage};
 
@@ -40,7 +40,7 @@ impl ChatCompletionsDecoder {
         let chunk: Chunk<'_> = serde_json::from_str(data).map_err(|error| {
             LlmError::Decode(format!(
                 "invalid chunk in the Chat Completions stream ({error}): {}",
-                truncate(data, 200)
+                data
             ))
         })?;
         if let Some(error) = chunk.error.as_ref().filter(|e| !e.is_null()) {

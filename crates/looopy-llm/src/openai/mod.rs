@@ -26,9 +26,10 @@ use reqwest::Url;
 use reqwest::header::HeaderMap;
 
 use crate::http::{
-    CallSpec, HttpSettings, ThoughtTags, failed, http_setters, join_url, start_call,
+    BasicAuth, CallSpec, HttpSettings, ThoughtTags, display_base_url, failed, http_setters,
+    join_url, start_call,
 };
-use crate::{ChatRequest, LlmError, LlmStream, Provider};
+use crate::{ChatRequest, LlmError, LlmStream, Provider, Redactor};
 use decoder::ChatCompletionsDecoder;
 
 /// The public OpenAI endpoint.
@@ -58,7 +59,7 @@ impl Default for OpenAiConfig {
 impl fmt::Debug for OpenAiConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OpenAiConfig")
-            .field("base_url", &self.base_url)
+            .field("base_url", &display_base_url(&self.base_url))
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("model", &self.model)
             .field("http", &self.http)
@@ -120,14 +121,17 @@ http_setters!(OpenAiConfig);
 pub struct OpenAiProvider {
     config: OpenAiConfig,
     client: reqwest::Client,
+    /// Without userinfo; that is in `basic_auth`.
     url: Url,
+    basic_auth: Option<BasicAuth>,
     headers: HeaderMap,
+    redactor: Redactor,
 }
 
 impl OpenAiProvider {
     /// Validates the configuration (URL, headers) and builds the HTTP client.
     pub fn new(config: OpenAiConfig) -> Result<Self, LlmError> {
-        let url = join_url(&config.base_url, "/chat/completions")?;
+        let endpoint = join_url(&config.base_url, "/chat/completions")?;
         if config.api_key.is_none() && config.base_url.trim_end_matches('/') == DEFAULT_BASE_URL {
             return Err(LlmError::Config(
                 "OPENAI_API_KEY is not set (required by api.openai.com)".into(),
@@ -143,11 +147,14 @@ impl OpenAiProvider {
         }
         let headers = config.http.header_map(&fixed)?;
         let client = config.http.build_client()?;
+        let redactor = config.http.redactor(config.api_key.as_deref(), &endpoint);
         Ok(Self {
             config,
             client,
-            url,
+            url: endpoint.url,
+            basic_auth: endpoint.basic_auth,
             headers,
+            redactor,
         })
     }
 
@@ -192,7 +199,9 @@ impl Provider for OpenAiProvider {
         let spec = CallSpec {
             client: self.client.clone(),
             url: self.url.clone(),
+            basic_auth: self.basic_auth.clone(),
             headers: self.headers.clone(),
+            redactor: self.redactor.clone(),
             body,
             retry: self.config.http.retry_policy(),
             idle_timeout: self.config.http.idle_timeout,

@@ -29,7 +29,10 @@
 //! the tool results gets response 1, and so on. The choice depends only on the request's
 //! history, so a conversation resumed after a restart continues deterministically. When no
 //! turn matches, or the turn has no response left, the model echoes the last user message
-//! (`[scripted model] You said: …`), which ends any tool loop.
+//! (`[scripted model] You said: …`), which ends any tool loop. The echo repeats the user's
+//! words literally (markup in them is not split into thoughts: it is what the user said,
+//! not what a model thought), so however large or tag-laden the message, the echo costs
+//! at most [`MAX_TEXT_CHUNKS`] deltas.
 //!
 //! **Responses** are a list of steps, a bare string (one text step), or a mapping
 //! `{steps: [...], chunk_size: N, delay_ms: N}`.
@@ -38,7 +41,7 @@
 //!
 //! | step | effect |
 //! |---|---|
-//! | `text: "…"` (+ `chunk_size`, `delay_ms`) | streamed in chunks of `chunk_size` characters (default 4) with `delay_ms` between chunks (default 0); inline thoughts (`<thinking>…</thinking>`, attribute and self-closing forms) become reasoning events via the same thought splitter the real providers use |
+//! | `text: "…"` (+ `chunk_size`, `delay_ms`) | streamed in chunks of `chunk_size` characters (default 4; larger for long texts, so there are at most [`MAX_TEXT_CHUNKS`]) with `delay_ms` between chunks (default 0); inline thoughts (`<thinking>…</thinking>`, attribute and self-closing forms) become reasoning events via the same thought splitter the real providers use |
 //! | `tool_call: {name, arguments, id}` | `arguments` is a mapping, or a string sent verbatim (invalid JSON gives `ToolCallInvalid`); `id` defaults to `call_scripted_<messages>_<index>` |
 //! | `repeat_text: {text, times}` | `times` text deltas of exactly `text`, no splitting, no pauses (load tests) |
 //! | `usage: {input_tokens, output_tokens, total_tokens}` | reported instead of the estimate (characters / 4) emitted otherwise |
@@ -97,7 +100,7 @@ use std::path::Path;
 use std::str::FromStr;
 use std::sync::Arc;
 
-pub use player::SCRIPTED_FAILURE_KIND;
+pub use player::{MAX_TEXT_CHUNKS, SCRIPTED_FAILURE_KIND};
 pub use script::{DEFAULT_CHUNK_SIZE, Matcher, Response, Script, Step, ToolArguments, Turn};
 
 use context::Conversation;
@@ -162,8 +165,8 @@ impl ScriptedProvider {
         &self.script
     }
 
-    /// The response for `conversation`, or the echo fallback.
-    fn select(&self, conversation: &Conversation) -> Response {
+    /// The response for `conversation`, or the echo fallback (`true` when echoing).
+    fn select(&self, conversation: &Conversation) -> (Response, bool) {
         let index = conversation.response_index;
         let chosen = self
             .script
@@ -180,7 +183,7 @@ impl ScriptedProvider {
                         response = index,
                         "scripted model: playing"
                     );
-                    response.clone()
+                    (response.clone(), false)
                 }
                 None => {
                     tracing::debug!(
@@ -189,12 +192,12 @@ impl ScriptedProvider {
                         response = index,
                         "scripted model: turn has no response left; echoing"
                     );
-                    echo_response()
+                    (echo_response(), true)
                 }
             },
             None => {
                 tracing::debug!(response = index, "scripted model: no turn matches; echoing");
-                echo_response()
+                (echo_response(), true)
             }
         }
     }
@@ -242,8 +245,9 @@ impl Provider for ScriptedProvider {
                 PlayState::Playing(player) => player,
                 PlayState::NotStarted(provider, request) => {
                     let conversation = Conversation::from_request(&request);
-                    let response = provider.select(&conversation);
-                    Box::new(Player::new(&provider.script, response, conversation))
+                    let (response, echo) = provider.select(&conversation);
+                    let player = Player::new(&provider.script, response, conversation);
+                    Box::new(if echo { player.literal() } else { player })
                 }
             };
             let item = player.next_event().await?;
@@ -341,6 +345,68 @@ mod tests {
             Some(&LlmEvent::Finish {
                 reason: Some(FinishReason::Stop)
             })
+        );
+    }
+
+    #[tokio::test]
+    async fn a_huge_message_is_echoed_whole_in_few_deltas_and_literally() {
+        // 1 MiB of text laced with thought markup: echoed as the user wrote it.
+        let message = "<think>not a thought</think> a < b, ".repeat((1 << 20) / 36 + 1);
+        let message = &message[..1 << 20];
+        let events = collect(
+            &ScriptedProvider::new(Script::new()),
+            vec![Message::user(message)],
+        )
+        .await;
+        assert!(events.len() < 2_000, "{} events", events.len());
+        assert!(
+            events.len() <= MAX_TEXT_CHUNKS + 2,
+            "{} events",
+            events.len()
+        );
+        assert_eq!(
+            text_of(&events),
+            format!("[scripted model] You said: {message}")
+        );
+        assert!(
+            !events.iter().any(|e| matches!(
+                e,
+                LlmEvent::ReasoningDelta { .. } | LlmEvent::ReasoningEnd(_)
+            )),
+            "the echo must not turn the user's markup into thoughts"
+        );
+    }
+
+    #[tokio::test]
+    async fn long_scripted_texts_and_arguments_are_cut_into_bounded_chunks() {
+        let long = "x".repeat(100_000);
+        let provider = ScriptedProvider::from_responses(vec![
+            Response::new()
+                .text("{{user}}")
+                .tool_call("echo", serde_json::json!({"text": "{{user}}"})),
+        ]);
+        let events = collect(&provider, vec![Message::user(long.clone())]).await;
+        let texts = events
+            .iter()
+            .filter(|e| matches!(e, LlmEvent::TextDelta(_)))
+            .count();
+        let args = events
+            .iter()
+            .filter(|e| matches!(e, LlmEvent::ToolCallDelta { .. }))
+            .count();
+        assert!(
+            texts <= MAX_TEXT_CHUNKS && args <= MAX_TEXT_CHUNKS,
+            "{texts} {args}"
+        );
+        assert_eq!(text_of(&events), long);
+        // Short texts keep their small chunks (what the streaming layers are tested with).
+        let short = collect(&provider, vec![Message::user("abcdefgh")]).await;
+        assert_eq!(
+            short
+                .iter()
+                .filter(|e| matches!(e, LlmEvent::TextDelta(_)))
+                .count(),
+            2
         );
     }
 

@@ -18,6 +18,19 @@ use crate::{FinishReason, LlmError, LlmEvent, ThoughtInfo, TokenUsage};
 /// The `kind` of the [`LlmError::Provider`] produced by a `fail` step.
 pub const SCRIPTED_FAILURE_KIND: &str = "scripted_failure";
 
+/// Most deltas one text (a `text` step, a tool call's arguments, a wire `<execute>` block)
+/// is cut into: longer texts get larger chunks. Templates can put a whole user message
+/// into a text, and one delta per 4 characters of a 1 MiB message would be 262,144 events
+/// to log and stream for a single answer.
+pub const MAX_TEXT_CHUNKS: usize = 256;
+
+/// The chunk size for `text`: `size` characters, or larger so there are at most
+/// [`MAX_TEXT_CHUNKS`] chunks.
+fn bounded_chunk_size(text: &str, size: usize) -> usize {
+    let chars = text.chars().count();
+    size.max(1).max(chars.div_ceil(MAX_TEXT_CHUNKS))
+}
+
 type Item = Result<LlmEvent, LlmError>;
 
 /// Text being streamed chunk by chunk.
@@ -48,6 +61,8 @@ pub(crate) struct Player {
     finish_reason: Option<FinishReason>,
     output_chars: u64,
     done: bool,
+    /// Text is delivered as is, without looking for inline thoughts (the echo).
+    literal: bool,
 }
 
 impl Player {
@@ -75,7 +90,14 @@ impl Player {
             finish_reason: None,
             output_chars: 0,
             done: false,
+            literal: false,
         }
+    }
+
+    /// Delivers text without splitting out inline thoughts.
+    pub fn literal(mut self) -> Self {
+        self.literal = true;
+        self
     }
 
     /// The next event, or `None` once the response (or its failure) has been delivered.
@@ -109,7 +131,12 @@ impl Player {
             if finished {
                 self.text = None;
             }
-            self.split(&chunk);
+            if self.literal {
+                self.output_chars += chunk.chars().count() as u64;
+                self.pending.push_back(Ok(LlmEvent::TextDelta(chunk)));
+            } else {
+                self.split(&chunk);
+            }
             return;
         }
         if let Some((text, remaining)) = &mut self.repeat {
@@ -138,10 +165,11 @@ impl Player {
             } => {
                 let text = self.conversation.render(&text);
                 if !text.is_empty() {
+                    let size = chunk_size.unwrap_or(self.default_chunk_size);
                     self.text = Some(ActiveText {
+                        chunk_size: bounded_chunk_size(&text, size),
                         text,
                         offset: 0,
-                        chunk_size: chunk_size.unwrap_or(self.default_chunk_size).max(1),
                         delay: Duration::from_millis(delay_ms.unwrap_or(self.default_delay_ms)),
                     });
                 }
@@ -200,7 +228,7 @@ impl Player {
             id: id.clone(),
             name: name.clone(),
         }));
-        for chunk in chunks(&raw, self.default_chunk_size) {
+        for chunk in chunks(&raw, bounded_chunk_size(&raw, self.default_chunk_size)) {
             self.pending.push_back(Ok(LlmEvent::ToolCallDelta {
                 id: id.clone(),
                 arguments: chunk.to_string(),
@@ -274,7 +302,7 @@ impl Player {
             let calls = Value::Array(std::mem::take(&mut self.wire_calls));
             let block = format!("<execute>\n{calls}\n</execute>");
             self.output_chars += block.chars().count() as u64;
-            for chunk in chunks(&block, self.default_chunk_size) {
+            for chunk in chunks(&block, bounded_chunk_size(&block, self.default_chunk_size)) {
                 self.pending
                     .push_back(Ok(LlmEvent::TextDelta(chunk.to_string())));
             }
