@@ -19,6 +19,7 @@
 )]
 
 pub mod a2a;
+pub mod error_code;
 pub mod event;
 pub mod ids;
 pub mod message;

@@ -17,6 +17,21 @@ use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OpenFlags};
 
 use crate::StoreError;
+use crate::health::Health;
+
+/// Opens one read-only connection to `path`: no lock, no writes, no journal-mode change
+/// (the file must already be in WAL mode, which any writer has put it in).
+pub(crate) fn open_read_only_connection(
+    path: &Path,
+    busy_timeout: Duration,
+) -> Result<Connection, StoreError> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags)?;
+    conn.busy_timeout(busy_timeout)?;
+    conn.pragma_update(None, "temp_store", "MEMORY")?;
+    conn.set_prepared_statement_cache_capacity(32);
+    Ok(conn)
+}
 
 /// Opens one connection to `path` and applies the per-connection settings.
 pub(crate) fn open_connection(
@@ -62,16 +77,31 @@ pub(crate) struct Pool {
     busy_timeout: Duration,
     idle: Mutex<Vec<Connection>>,
     max_idle: usize,
+    read_only: bool,
+    /// Told about storage failures of writes made through the pool.
+    health: Arc<Health>,
 }
 
 impl Pool {
-    pub(crate) fn new(path: PathBuf, busy_timeout: Duration, max_idle: usize) -> Self {
+    pub(crate) fn new(
+        path: PathBuf,
+        busy_timeout: Duration,
+        max_idle: usize,
+        read_only: bool,
+        health: Arc<Health>,
+    ) -> Self {
         Self {
             path,
             busy_timeout,
             idle: Mutex::new(Vec::new()),
             max_idle: max_idle.max(1),
+            read_only,
+            health,
         }
+    }
+
+    pub(crate) fn health(&self) -> &Arc<Health> {
+        &self.health
     }
 
     /// The database file.
@@ -98,6 +128,7 @@ impl Pool {
             .pop();
         match reused {
             Some(conn) => Ok(conn),
+            None if self.read_only => open_read_only_connection(&self.path, self.busy_timeout),
             None => open_connection(&self.path, self.busy_timeout),
         }
     }
@@ -112,6 +143,11 @@ impl Pool {
         // drop), so the connection is clean either way.
         let result = f(&mut conn);
         self.put(conn);
+        if let Err(error) = &result {
+            if error.is_storage_failure() && !self.read_only {
+                self.health.degrade(&error.to_string());
+            }
+        }
         result
     }
 

@@ -10,6 +10,10 @@ pub struct RejectedEvent {
     pub seq: u64,
     /// Why it was refused, e.g. `seq 5 is not above the last seq 7 of this context`.
     pub reason: String,
+    /// The database could not be written (disk full, I/O error, read-only file system), or
+    /// an earlier event of the same context could not be — as opposed to an event that is
+    /// wrong in itself (bad `seq`). See [`StoreError::is_storage_failure`].
+    pub write_failed: bool,
 }
 
 impl std::fmt::Display for RejectedEvent {
@@ -81,4 +85,84 @@ pub enum StoreError {
     /// A blocking database task could not run to completion (it panicked or was cancelled).
     #[error("database task failed: {0}")]
     Background(String),
+
+    /// Another process holds the database's writer lock: one process writes a database at a
+    /// time (see [`Store::open`](crate::Store::open)). Open it read-only instead
+    /// ([`Store::open_read_only`](crate::Store::open_read_only)), or go through the holder.
+    #[error(
+        "database {path} is in use by {holder}; only one process may write it at a time (lock file {lock})",
+        lock = crate::lock::lock_path(path).display()
+    )]
+    Locked { path: PathBuf, holder: LockHolder },
+
+    /// The store was opened read-only; nothing can be written through it.
+    #[error("the store was opened read-only")]
+    ReadOnly,
+
+    /// The database file is damaged: SQLite's `PRAGMA quick_check` (run when a store is
+    /// opened for writing) found problems, or SQLite refused a page as malformed.
+    #[error(
+        "database {path} is corrupt: {detail}; restore it from a backup, or move it aside to start afresh"
+    )]
+    CorruptDatabase { path: PathBuf, detail: String },
+
+    /// Writes are failing (disk full, I/O errors, a read-only file system): an append of a
+    /// context whose earlier events could not be written, or a failed write probe. Retry
+    /// once storage is writable again ([`Store::check_writable`](crate::Store::check_writable)).
+    #[error("storage unavailable: {reason}")]
+    Unavailable { reason: String },
+}
+
+impl StoreError {
+    /// Whether the error is about the storage itself being unwritable or failing (space,
+    /// I/O, permissions, corruption) rather than about the data or the caller: such a
+    /// failure ends a turn with `storage_unavailable` and lasts until writes succeed again.
+    pub fn is_storage_failure(&self) -> bool {
+        use rusqlite::ErrorCode as C;
+        match self {
+            Self::Unavailable { .. } | Self::Io { .. } | Self::CorruptDatabase { .. } => true,
+            Self::Rejected { examples, .. } => examples.iter().any(|e| e.write_failed),
+            Self::Sqlite(rusqlite::Error::SqliteFailure(error, _)) => matches!(
+                error.code,
+                C::DiskFull
+                    | C::SystemIoFailure
+                    | C::ReadOnly
+                    | C::CannotOpen
+                    | C::DatabaseCorrupt
+                    | C::NotADatabase
+                    | C::DatabaseBusy
+                    | C::DatabaseLocked
+                    | C::FileLockingProtocolFailed
+                    | C::OutOfMemory
+                    | C::PermissionDenied
+            ),
+            _ => false,
+        }
+    }
+}
+
+/// Who holds a database's writer lock, as recorded in its lock file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LockHolder {
+    /// Process id of the holder.
+    pub pid: Option<u32>,
+    /// What the holder is, e.g. `looopy serve`.
+    pub command: Option<String>,
+    /// Where the holder can be reached, e.g. `http://127.0.0.1:8080` for a server.
+    pub address: Option<String>,
+}
+
+impl std::fmt::Display for LockHolder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.command, self.pid) {
+            (Some(command), Some(pid)) => write!(f, "`{command}` (pid {pid})")?,
+            (Some(command), None) => write!(f, "`{command}`")?,
+            (None, Some(pid)) => write!(f, "process {pid}")?,
+            (None, None) => write!(f, "another process")?,
+        }
+        if let Some(address) = &self.address {
+            write!(f, " at {address}")?;
+        }
+        Ok(())
+    }
 }

@@ -45,13 +45,16 @@
 mod db;
 mod error;
 mod event_log;
+mod health;
 mod history;
+mod lock;
 mod records;
 mod schema;
 mod store;
 
-pub use error::{RejectedEvent, StoreError};
+pub use error::{LockHolder, RejectedEvent, StoreError};
 pub use event_log::{Batch, EventLog, EventLogStats};
+pub use health::StorageFailure;
 pub use history::trim_history;
 pub use records::{ArtifactRecord, ContextRecord, TaskRecord};
 pub use schema::SCHEMA_VERSION;

@@ -221,5 +221,10 @@ async fn a_file_that_is_not_sqlite_is_an_error_not_a_panic() {
     let path = dir.path().join("garbage.db");
     std::fs::write(&path, vec![0x5a; 8192]).unwrap();
     let err = Store::open(&path).unwrap_err();
-    assert!(matches!(err, StoreError::Sqlite(_)), "{err:?}");
+    assert!(matches!(err, StoreError::CorruptDatabase { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.contains("garbage.db") && text.contains("corrupt"),
+        "{text}"
+    );
 }

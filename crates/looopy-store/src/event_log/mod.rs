@@ -6,6 +6,14 @@
 //! broadcasts the batch to live subscribers and answers [`flush`](EventLog::flush) calls.
 //! There is no timer: an idle log commits a lone event at once, a busy one commits large
 //! batches, so a million deltas cost a few thousand transactions.
+//!
+//! **When writes fail** (disk full, I/O error, read-only file system), the events that could
+//! not be written are refused and attributed to their context: that context's later events
+//! are refused too until its producer [`flush_context`](EventLog::flush_context)es (so the
+//! log of a context is always a gapless prefix of what was appended), its appends fail at
+//! once with [`StoreError::Unavailable`] meanwhile, and subscribers of
+//! [`subscribe_failures`](EventLog::subscribe_failures) are told. Other contexts are not
+//! affected beyond their own failed writes.
 
 mod checkpoint;
 mod read;
@@ -23,6 +31,8 @@ use rusqlite::Connection;
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 use crate::db::Pool;
+use crate::health::StorageFailure;
+use crate::lock::WriterLock;
 use crate::{StoreError, StoreOptions};
 
 /// A batch of committed events, as delivered to subscribers.
@@ -88,7 +98,9 @@ impl Stats {
 )]
 pub(crate) enum Command {
     Append(Event),
-    Flush(oneshot::Sender<Result<(), StoreError>>),
+    /// Answered once everything before it is committed; `Some(context)` reports and
+    /// clears only that context's refused events, `None` every context's.
+    Flush(Option<String>, oneshot::Sender<Result<(), StoreError>>),
     Close(oneshot::Sender<Result<(), StoreError>>),
 }
 
@@ -108,11 +120,17 @@ struct Shared {
     live: broadcast::WeakSender<Batch>,
     reader: Arc<Pool>,
     stats: Arc<Stats>,
+    /// Opened with [`Store::open_read_only`](crate::Store::open_read_only): no writer.
+    read_only: bool,
     #[allow(
         dead_code,
         reason = "held only for its Drop, which joins the writer thread"
     )]
     writer: WriterThread,
+    /// The database's cross-process writer lock, released only after the writer thread
+    /// has stopped (fields drop in order).
+    #[allow(dead_code, reason = "held only to keep the lock until dropped")]
+    lock: Option<Arc<WriterLock>>,
 }
 
 struct WriterThread(Option<JoinHandle<()>>);
@@ -141,6 +159,7 @@ impl EventLog {
         conn: Connection,
         reader: Arc<Pool>,
         options: &StoreOptions,
+        lock: Option<Arc<WriterLock>>,
     ) -> Result<EventLog, StoreError> {
         let checkpointer = crate::db::open_connection(reader.path(), options.busy_timeout)
             .map_err(|error| tracing::warn!(%error, "no checkpoint connection; checkpointing inside commits"))
@@ -166,6 +185,7 @@ impl EventLog {
             Arc::clone(&stats),
             options.max_batch,
             checkpointer,
+            Arc::clone(reader.health()),
         );
         let handle = std::thread::Builder::new()
             .name("looopy-event-log".into())
@@ -181,17 +201,51 @@ impl EventLog {
                 live: weak_live,
                 reader,
                 stats,
+                read_only: false,
                 writer: WriterThread(Some(handle)),
+                lock,
             }),
         })
+    }
+
+    /// A log that can only be read: appends and flushes fail with [`StoreError::ReadOnly`],
+    /// and [`tail`](Self::tail) ends once it has replayed what is committed.
+    pub(crate) fn read_only(reader: Arc<Pool>) -> EventLog {
+        // Both channels are closed from the start: nothing is ever written or broadcast.
+        let (queue, _) = mpsc::channel(1);
+        let (live, _) = broadcast::channel::<Batch>(1);
+        EventLog {
+            shared: Arc::new(Shared {
+                queue,
+                live: live.downgrade(),
+                reader,
+                stats: Arc::new(Stats::default()),
+                read_only: true,
+                writer: WriterThread(None),
+                lock: None,
+            }),
+        }
     }
 
     /// Enqueues an event for durable append. Returns as soon as it is queued; awaits only
     /// when the bounded queue is full (backpressure to the producer). Events of a context
     /// must arrive in increasing `seq` order (starting at 1); a duplicate or non-increasing
     /// `seq` is logged and reported by a later [`flush`](Self::flush), never a panic.
-    /// Fails only with [`StoreError::Closed`].
+    /// Fails with [`StoreError::Closed`], [`StoreError::ReadOnly`], or
+    /// [`StoreError::Unavailable`] while earlier events of the same context could not be
+    /// written (until its producer calls [`flush_context`](Self::flush_context)).
     pub async fn append(&self, event: Event) -> Result<(), StoreError> {
+        if self.shared.read_only {
+            return Err(StoreError::ReadOnly);
+        }
+        if let Some(reason) = self.shared.reader.health().failure_of(&event.context_id) {
+            return Err(StoreError::Unavailable {
+                reason: format!(
+                    "events of context {} could not be written: {reason}",
+                    event.context_id
+                ),
+            });
+        }
         self.shared
             .queue
             .send(Command::Append(event))
@@ -200,21 +254,46 @@ impl EventLog {
     }
 
     /// Resolves once every event appended before this call is committed (and broadcast).
-    /// Returns [`StoreError::Rejected`] if events were refused since the previous flush
-    /// answered — by anyone: the log is shared, so a producer that needs to know about its
-    /// own events should look at the `examples` (they name context and seq).
+    /// Returns [`StoreError::Rejected`] if events of *any* context were refused and not yet
+    /// reported: for whoever appended to many contexts (shutdown, tests, benchmarks). A
+    /// producer of one context uses [`flush_context`](Self::flush_context), which is not
+    /// disturbed by other contexts' failures.
     pub async fn flush(&self) -> Result<(), StoreError> {
+        self.send_flush(None).await
+    }
+
+    /// Resolves once every event appended before this call is committed (and broadcast).
+    /// Returns [`StoreError::Rejected`] listing only `context_id`'s events refused since its
+    /// previous flush — never another context's. A producer calls it at the end of its run:
+    /// that also ends the refusal of the context's events after a failed write, so the next
+    /// run (which numbers its events from the log) can write again.
+    pub async fn flush_context(&self, context_id: &str) -> Result<(), StoreError> {
+        self.send_flush(Some(context_id.to_string())).await
+    }
+
+    async fn send_flush(&self, context_id: Option<String>) -> Result<(), StoreError> {
+        if self.shared.read_only {
+            return Err(StoreError::ReadOnly);
+        }
         let (done, answer) = oneshot::channel();
         self.shared
             .queue
-            .send(Command::Flush(done))
+            .send(Command::Flush(context_id, done))
             .await
             .map_err(|_| StoreError::Closed)?;
         answer.await.map_err(|_| StoreError::Closed)?
     }
 
+    /// Announcements of contexts whose events could not be written (see the module docs).
+    pub fn subscribe_failures(&self) -> broadcast::Receiver<StorageFailure> {
+        self.shared.reader.health().subscribe()
+    }
+
     /// Commits everything queued and stops the writer. Idempotent.
     pub async fn close(&self) -> Result<(), StoreError> {
+        if self.shared.read_only {
+            return Ok(());
+        }
         let (done, answer) = oneshot::channel();
         if self.shared.queue.send(Command::Close(done)).await.is_err() {
             return Ok(());

@@ -1,6 +1,9 @@
 //! The writer thread: group commit. Blocks for the first command, drains whatever else is
 //! already queued (up to `max_batch` events), commits the batch in one transaction, then
 //! broadcasts it and answers flushes — delivery always follows durability.
+//!
+//! A flush ends the batch it arrives in, so what it reports (and the refusals it clears)
+//! covers exactly the events appended before it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,6 +15,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use super::checkpoint::Checkpointer;
 use super::rows::{self, ContextMemo, Encoder};
 use super::{Batch, Command, Stats};
+use crate::health::Health;
 use crate::{RejectedEvent, StoreError};
 
 /// Contexts whose last `seq` the writer remembers; past this the memo starts over (misses
@@ -21,6 +25,18 @@ const SEQ_MEMO_LIMIT: usize = 65_536;
 const REJECTION_EXAMPLES: usize = 16;
 
 type Reply = oneshot::Sender<Result<(), StoreError>>;
+/// A flush waiting for its answer: for one context, or for all.
+type FlushReply = (Option<String>, Reply);
+
+/// Refused events of one context not yet reported by a flush.
+#[derive(Debug, Default)]
+struct Rejections {
+    count: u64,
+    examples: Vec<RejectedEvent>,
+}
+
+/// The reason given for events refused because an earlier event of their context failed.
+const AFTER_FAILED_WRITE: &str = "an earlier event of this context could not be written";
 
 pub(super) struct Writer {
     conn: Connection,
@@ -31,8 +47,10 @@ pub(super) struct Writer {
     /// Highest accepted `seq` (and row key) per context, to refuse non-increasing seqs
     /// without a query.
     contexts: HashMap<String, ContextMemo>,
-    rejected_count: u64,
-    rejected_examples: Vec<RejectedEvent>,
+    /// Per context, so a flush reports only its own context's refusals.
+    rejections: HashMap<String, Rejections>,
+    /// Which contexts' writes failed; shared with producers and subscribers.
+    health: Arc<Health>,
     /// Reused serialization buffers: no allocation per event.
     encoder: Encoder,
     /// Runs WAL checkpoints off the commit path (None: SQLite's automatic ones).
@@ -47,6 +65,7 @@ impl Writer {
         stats: Arc<Stats>,
         max_batch: usize,
         checkpointer: Option<Checkpointer>,
+        health: Arc<Health>,
     ) -> Self {
         Self {
             conn,
@@ -55,8 +74,8 @@ impl Writer {
             stats,
             max_batch: max_batch.max(1),
             contexts: HashMap::new(),
-            rejected_count: 0,
-            rejected_examples: Vec::new(),
+            rejections: HashMap::new(),
+            health,
             encoder: Encoder::new(),
             checkpointer,
         }
@@ -64,12 +83,12 @@ impl Writer {
 
     /// Runs until every sender is gone (or a close was requested) and the queue is drained.
     pub(super) fn run(mut self) {
-        let mut flushes: Vec<Reply> = Vec::new();
+        let mut flushes: Vec<FlushReply> = Vec::new();
         let mut closes: Vec<Reply> = Vec::new();
         while let Some(first) = self.commands.blocking_recv() {
             let mut events = Vec::with_capacity(self.max_batch.min(256));
             self.take(first, &mut events, &mut flushes, &mut closes);
-            while events.len() < self.max_batch {
+            while events.len() < self.max_batch && flushes.is_empty() {
                 match self.commands.try_recv() {
                     Ok(command) => self.take(command, &mut events, &mut flushes, &mut closes),
                     Err(_) => break,
@@ -78,8 +97,8 @@ impl Writer {
             if !events.is_empty() {
                 self.commit(events);
             }
-            if !flushes.is_empty() {
-                self.answer(flushes.drain(..));
+            for (context_id, reply) in flushes.drain(..) {
+                self.answer(context_id.as_deref(), std::iter::once(reply));
             }
             // Between transactions and after delivery, so no waiting event pays for it.
             if let Some(checkpointer) = &mut self.checkpointer {
@@ -88,7 +107,7 @@ impl Writer {
                 }
             }
         }
-        self.answer(closes.drain(..));
+        self.answer(None, closes.drain(..));
         tracing::debug!(stats = ?self.stats.snapshot(), "event-log writer stopped");
     }
 
@@ -96,12 +115,12 @@ impl Writer {
         &mut self,
         command: Command,
         events: &mut Vec<Event>,
-        flushes: &mut Vec<Reply>,
+        flushes: &mut Vec<FlushReply>,
         closes: &mut Vec<Reply>,
     ) {
         match command {
             Command::Append(event) => events.push(event),
-            Command::Flush(reply) => flushes.push(reply),
+            Command::Flush(context_id, reply) => flushes.push((context_id, reply)),
             Command::Close(reply) => {
                 // Refuse new commands but keep draining the ones already queued.
                 self.commands.close();
@@ -110,10 +129,29 @@ impl Writer {
         }
     }
 
-    /// Tells waiters their events are durable, or which were refused since the last answer.
-    fn answer(&mut self, replies: impl Iterator<Item = Reply>) {
-        let count = std::mem::take(&mut self.rejected_count);
-        let examples = std::mem::take(&mut self.rejected_examples);
+    /// Tells waiters their events are durable, or which were refused since the last answer
+    /// — of `context_id` only, or of every context for `None` — and lets the context(s)
+    /// write again after a failed write.
+    fn answer(&mut self, context_id: Option<&str>, replies: impl Iterator<Item = Reply>) {
+        let (count, examples) = match context_id {
+            Some(context_id) => self
+                .rejections
+                .remove(context_id)
+                .map(|r| (r.count, r.examples))
+                .unwrap_or_default(),
+            None => {
+                let mut all = std::mem::take(&mut self.rejections).into_values();
+                let mut count = 0;
+                let mut examples = Vec::new();
+                for rejections in all.by_ref() {
+                    count += rejections.count;
+                    let room = REJECTION_EXAMPLES.saturating_sub(examples.len());
+                    examples.extend(rejections.examples.into_iter().take(room));
+                }
+                (count, examples)
+            }
+        };
+        self.health.clear(context_id);
         for reply in replies {
             let result = if count == 0 {
                 Ok(())
@@ -132,11 +170,17 @@ impl Writer {
     /// (falling back to one transaction per event if that fails), broadcasts what committed.
     fn commit(&mut self, mut accepted: Vec<Event>) {
         // In place: events are large, moving each into a second vector costs a copy.
-        accepted.retain(|event| match self.check_seq(event) {
-            Ok(()) => true,
-            Err(reason) => {
-                self.reject(event, reason);
-                false
+        accepted.retain(|event| {
+            if self.health.failure_of(&event.context_id).is_some() {
+                self.reject(event, AFTER_FAILED_WRITE.to_string(), true);
+                return false;
+            }
+            match self.check_seq(event) {
+                Ok(()) => true,
+                Err(reason) => {
+                    self.reject(event, reason, false);
+                    false
+                }
             }
         });
         if accepted.is_empty() {
@@ -199,15 +243,21 @@ impl Writer {
         })
     }
 
-    fn reject(&mut self, event: &Event, reason: String) {
-        tracing::warn!(context_id = %event.context_id, seq = event.seq, %reason, "event rejected by the event log");
+    fn reject(&mut self, event: &Event, reason: String, write_failed: bool) {
+        // After a failed write the rest of the context's run is refused too: one line for
+        // the failure (logged by `Health`), not one per event.
+        if reason != AFTER_FAILED_WRITE {
+            tracing::warn!(context_id = %event.context_id, seq = event.seq, %reason, "event rejected by the event log");
+        }
         self.stats.rejected();
-        self.rejected_count += 1;
-        if self.rejected_examples.len() < REJECTION_EXAMPLES {
-            self.rejected_examples.push(RejectedEvent {
+        let rejections = self.rejections.entry(event.context_id.clone()).or_default();
+        rejections.count += 1;
+        if rejections.examples.len() < REJECTION_EXAMPLES {
+            rejections.examples.push(RejectedEvent {
                 context_id: event.context_id.clone(),
                 seq: event.seq,
                 reason,
+                write_failed,
             });
         }
     }
@@ -223,6 +273,7 @@ impl Writer {
         let written = events.len() - skipped.len();
         if written > 0 {
             self.stats.committed(written);
+            self.health.recovered();
         }
         if let Some(checkpointer) = &mut self.checkpointer {
             // Every transaction also rewrites at least a table leaf, an index leaf and a parent.
@@ -246,7 +297,7 @@ impl Writer {
                 Some((_, reason)) => {
                     // Its seq was never written, so the context's memo must not claim it.
                     self.contexts.remove(&event.context_id);
-                    self.reject(&event, reason);
+                    self.reject(&event, reason, false);
                 }
                 None => kept.push(event),
             }
@@ -262,8 +313,12 @@ impl Writer {
         self.contexts.clear();
         let mut committed = Vec::with_capacity(events.len());
         for event in events {
+            if self.health.failure_of(&event.context_id).is_some() {
+                self.reject(&event, AFTER_FAILED_WRITE.to_string(), true);
+                continue;
+            }
             if let Err(reason) = self.check_seq(&event) {
-                self.reject(&event, reason);
+                self.reject(&event, reason, false);
                 continue;
             }
             match self.insert_batch(std::slice::from_ref(&event)) {
@@ -271,11 +326,15 @@ impl Writer {
                 Ok(mut skipped) => {
                     self.contexts.remove(&event.context_id);
                     let reason = skipped.pop().map(|(_, r)| r).unwrap_or_default();
-                    self.reject(&event, reason);
+                    self.reject(&event, reason, false);
                 }
                 Err(error) => {
                     self.contexts.remove(&event.context_id);
-                    self.reject(&event, format!("write failed: {error}"));
+                    let reason = format!("write failed: {error}");
+                    // Attributed to this context only: its later events are refused (so
+                    // its log stays a gapless prefix) and its subscribers are told.
+                    self.health.context_failed(&event.context_id, &reason);
+                    self.reject(&event, reason, true);
                 }
             }
         }
@@ -312,7 +371,15 @@ mod tests {
         crate::schema::migrate(&mut conn).unwrap();
         let (_queue, commands) = mpsc::channel(4);
         let (live, receiver) = broadcast::channel(16);
-        let writer = Writer::new(conn, commands, live, Arc::new(Stats::default()), 8, None);
+        let writer = Writer::new(
+            conn,
+            commands,
+            live,
+            Arc::new(Stats::default()),
+            8,
+            None,
+            Arc::new(Health::default()),
+        );
         (writer, receiver)
     }
 
@@ -340,8 +407,8 @@ mod tests {
         assert_eq!(live.try_recv().unwrap().len(), 1); // "c"
         let delivered = live.try_recv().unwrap();
         assert_eq!(delivered.iter().map(|e| e.seq).collect::<Vec<_>>(), [3]);
-        assert_eq!(writer.rejected_count, 1);
-        assert_eq!(writer.rejected_examples[0].seq, 2);
+        assert_eq!(writer.rejections["a"].count, 1);
+        assert_eq!(writer.rejections["a"].examples[0].seq, 2);
         assert_eq!(writer.contexts.get("a").map(|m| m.last_seq), Some(3));
     }
 
@@ -352,7 +419,7 @@ mod tests {
         writer.commit(vec![event("a", 1), event("a", 1), event("a", 0)]);
         let (first, first_answer) = oneshot::channel();
         let (second, second_answer) = oneshot::channel();
-        writer.answer([first, second].into_iter());
+        writer.answer(None, [first, second].into_iter());
         for mut answer in [first_answer, second_answer] {
             match answer.try_recv().unwrap() {
                 Err(StoreError::Rejected { count, examples }) => {
@@ -363,7 +430,7 @@ mod tests {
             }
         }
         let (third, mut third_answer) = oneshot::channel();
-        writer.answer(std::iter::once(third));
+        writer.answer(None, std::iter::once(third));
         assert!(third_answer.try_recv().unwrap().is_ok());
     }
 
@@ -373,7 +440,70 @@ mod tests {
         let (mut writer, _live) = writer(&dir);
         writer.commit(vec![event("a", 100)]);
         writer.commit((1..=40).map(|seq| event("a", seq)).collect());
-        assert_eq!(writer.rejected_count, 40);
-        assert_eq!(writer.rejected_examples.len(), REJECTION_EXAMPLES);
+        assert_eq!(writer.rejections["a"].count, 40);
+        assert_eq!(writer.rejections["a"].examples.len(), REJECTION_EXAMPLES);
+    }
+
+    #[test]
+    fn a_context_flush_reports_only_its_own_rejections() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut writer, _live) = writer(&dir);
+        writer.commit(vec![
+            event("a", 1),
+            event("a", 1),
+            event("b", 1),
+            event("b", 1),
+        ]);
+        writer.commit(vec![event("b", 1)]);
+        let (a, mut a_answer) = oneshot::channel();
+        writer.answer(Some("a"), std::iter::once(a));
+        match a_answer.try_recv().unwrap() {
+            Err(StoreError::Rejected { count, examples }) => {
+                assert_eq!(count, 1);
+                assert!(examples.iter().all(|e| e.context_id == "a"));
+                assert!(!examples[0].write_failed);
+            }
+            other => panic!("expected Rejected, got {other:?}"),
+        }
+        let (c, mut c_answer) = oneshot::channel();
+        writer.answer(Some("c"), std::iter::once(c));
+        assert!(
+            c_answer.try_recv().unwrap().is_ok(),
+            "nothing of c was refused"
+        );
+        let (b, mut b_answer) = oneshot::channel();
+        writer.answer(Some("b"), std::iter::once(b));
+        assert!(matches!(
+            b_answer.try_recv().unwrap(),
+            Err(StoreError::Rejected { count: 2, .. })
+        ));
+    }
+
+    #[test]
+    fn after_a_failed_write_the_context_is_refused_until_its_flush() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut writer, mut live) = writer(&dir);
+        writer.commit(vec![event("a", 1), event("b", 1)]);
+        assert_eq!(live.try_recv().unwrap().len(), 2);
+        // What the writer does when a write of "a" fails (disk full).
+        writer.health.context_failed("a", "write failed: disk full");
+        writer.commit(vec![event("a", 2), event("b", 2), event("a", 3)]);
+        let delivered = live.try_recv().unwrap();
+        assert_eq!(delivered.len(), 1);
+        assert_eq!(delivered[0].context_id, "b");
+        assert_eq!(writer.rejections["a"].count, 2);
+        assert!(
+            writer.rejections["a"]
+                .examples
+                .iter()
+                .all(|e| e.write_failed)
+        );
+        let (a, mut a_answer) = oneshot::channel();
+        writer.answer(Some("a"), std::iter::once(a));
+        let error = a_answer.try_recv().unwrap().unwrap_err();
+        assert!(error.is_storage_failure(), "{error}");
+        // The next run of "a" continues from the log: seq 2 again, gapless.
+        writer.commit(vec![event("a", 2)]);
+        assert_eq!(live.try_recv().unwrap()[0].seq, 2);
     }
 }

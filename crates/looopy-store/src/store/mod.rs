@@ -10,8 +10,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::db::{Pool, create_parent_dir, open_connection};
+use rusqlite::Connection;
+
+use crate::db::{Pool, create_parent_dir, open_connection, open_read_only_connection};
 use crate::event_log::EventLog;
+use crate::health::Health;
+use crate::lock::WriterLock;
 use crate::{StoreError, schema};
 
 /// Tuning knobs; [`Default`] suits a single server process.
@@ -35,6 +39,13 @@ pub struct StoreOptions {
     /// batches so the WAL can rewind — one short pause (two fsyncs) per this many pages
     /// under continuous load. 16,384 pages of 4 KiB is 64 MiB.
     pub wal_rewind_pages: u32,
+    /// What this process is, written to the database's lock file so a second writer that
+    /// is refused can name it (e.g. `looopy serve`). Default: the executable's name.
+    pub lock_holder: String,
+    /// Run `PRAGMA quick_check` when opening for writing, so a damaged file is refused at
+    /// start-up with [`StoreError::CorruptDatabase`] instead of failing a turn later. It
+    /// reads the whole file once (about a second per GiB).
+    pub verify_on_open: bool,
 }
 
 impl Default for StoreOptions {
@@ -47,6 +58,8 @@ impl Default for StoreOptions {
             pooled_connections: 4,
             wal_checkpoint_pages: 1000,
             wal_rewind_pages: 16_384,
+            lock_holder: default_holder(),
+            verify_on_open: true,
         }
     }
 }
@@ -61,6 +74,8 @@ struct StoreInner {
     path: PathBuf,
     pool: Arc<Pool>,
     log: EventLog,
+    /// Also held by the event log, which outlives this when cloned; `None` when read-only.
+    lock: Option<Arc<WriterLock>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -72,9 +87,15 @@ impl std::fmt::Debug for Store {
 }
 
 impl Store {
-    /// Opens (creating it and its parent directories if needed) the database at `path`,
-    /// applies pending migrations and starts the event-log writer thread. Blocking: call it
-    /// at startup, or from `spawn_blocking`.
+    /// Opens (creating it and its parent directories if needed) the database at `path` for
+    /// writing, applies pending migrations and starts the event-log writer thread. Blocking:
+    /// call it at startup, or from `spawn_blocking`.
+    ///
+    /// One process writes a database at a time: this takes the database's writer lock (a
+    /// lock file beside it, see [`StoreError::Locked`]) and holds it until the last handle
+    /// is dropped; a second writer, in this process or another, gets `Locked` naming the
+    /// holder. The file is checked with `PRAGMA quick_check` first
+    /// ([`StoreOptions::verify_on_open`]): a damaged one is [`StoreError::CorruptDatabase`].
     pub fn open(path: impl AsRef<Path>) -> Result<Store, StoreError> {
         Self::open_with(path, StoreOptions::default())
     }
@@ -83,20 +104,126 @@ impl Store {
     pub fn open_with(path: impl AsRef<Path>, options: StoreOptions) -> Result<Store, StoreError> {
         let path = path.as_ref().to_path_buf();
         create_parent_dir(&path)?;
-        let mut conn = open_connection(&path, options.busy_timeout)?;
-        schema::migrate(&mut conn)?;
+        let lock = Arc::new(WriterLock::acquire(&path, &options.lock_holder)?);
+        let corrupt = |error: StoreError| corrupt_database(&path, error);
+        let mut conn = open_connection(&path, options.busy_timeout).map_err(corrupt)?;
+        if options.verify_on_open {
+            quick_check(&conn).map_err(corrupt)?;
+        }
+        schema::migrate(&mut conn).map_err(corrupt)?;
+        let health = Arc::new(Health::default());
         let pool = Arc::new(Pool::new(
             path.clone(),
             options.busy_timeout,
             options.pooled_connections,
+            false,
+            health,
         ));
         pool.put(conn);
         let writer_conn = open_connection(&path, options.busy_timeout)?;
-        let log = EventLog::start(writer_conn, Arc::clone(&pool), &options)?;
+        let log = EventLog::start(
+            writer_conn,
+            Arc::clone(&pool),
+            &options,
+            Some(Arc::clone(&lock)),
+        )?;
         tracing::debug!(path = %path.display(), "store opened");
         Ok(Store {
-            inner: Arc::new(StoreInner { path, pool, log }),
+            inner: Arc::new(StoreInner {
+                path,
+                pool,
+                log,
+                lock: Some(lock),
+            }),
         })
+    }
+
+    /// Opens an existing database for reading only: no lock (so it works while another
+    /// process writes it), no migration, no writer. Every read works as usual and sees what
+    /// the writer has committed; writes fail with [`StoreError::ReadOnly`], and
+    /// [`EventLog::tail`] ends once it has replayed what is committed (there is no live
+    /// feed from another process). For `looopy tail`-like inspection and history listings.
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<Store, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        let options = StoreOptions::default();
+        let conn = open_read_only_connection(&path, options.busy_timeout)?;
+        let version = schema::current_version(&conn)?;
+        if version > schema::SCHEMA_VERSION {
+            return Err(StoreError::SchemaTooNew {
+                found: version,
+                supported: schema::SCHEMA_VERSION,
+            });
+        }
+        if version < schema::SCHEMA_VERSION {
+            return Err(StoreError::Invalid(format!(
+                "database {} has schema version {version}, older than this build's {}; open it for writing once to migrate it",
+                path.display(),
+                schema::SCHEMA_VERSION
+            )));
+        }
+        let pool = Arc::new(Pool::new(
+            path.clone(),
+            options.busy_timeout,
+            options.pooled_connections,
+            true,
+            Arc::new(Health::default()),
+        ));
+        pool.put(conn);
+        let log = EventLog::read_only(Arc::clone(&pool));
+        Ok(Store {
+            inner: Arc::new(StoreInner {
+                path,
+                pool,
+                log,
+                lock: None,
+            }),
+        })
+    }
+
+    /// Whether this handle was opened with [`open_read_only`](Self::open_read_only).
+    pub fn is_read_only(&self) -> bool {
+        self.inner.lock.is_none()
+    }
+
+    /// Records in the database's lock file where this process can be reached (e.g. a
+    /// server's URL once it has bound its port), so a second process that is refused the
+    /// database can tell its user where to go instead.
+    pub fn set_holder_address(&self, address: &str) -> Result<(), StoreError> {
+        match &self.inner.lock {
+            Some(lock) => lock.set_address(address),
+            None => Err(StoreError::ReadOnly),
+        }
+    }
+
+    /// False after a write failed for a storage reason (disk full, I/O error, read-only file
+    /// system) until a write succeeds again. Cheap; see [`check_writable`](Self::check_writable).
+    pub fn is_writable(&self) -> bool {
+        !self.is_read_only() && !self.pool().health().is_degraded()
+    }
+
+    /// Ok when writes can be expected to succeed: at once while no write has failed;
+    /// after a storage failure, only if a small probe write (the database
+    /// header rewritten with its own value) commits now — so callers learn that storage is
+    /// back without waiting for a real write to fail or succeed. Otherwise
+    /// [`StoreError::Unavailable`].
+    pub async fn check_writable(&self) -> Result<(), StoreError> {
+        if self.is_read_only() {
+            return Err(StoreError::ReadOnly);
+        }
+        let health = Arc::clone(self.pool().health());
+        if !health.is_degraded() {
+            return Ok(());
+        }
+        let probe = self.pool().run(probe_write).await;
+        match probe {
+            Ok(()) => {
+                health.recovered();
+                Ok(())
+            }
+            Err(error) => Err(StoreError::Unavailable {
+                reason: error.to_string(),
+            }),
+        }
     }
 
     /// The append-only event log.
@@ -123,4 +250,59 @@ impl Store {
     fn pool(&self) -> &Arc<Pool> {
         &self.inner.pool
     }
+}
+
+/// The name of the running executable, for the lock file when the caller gives none.
+fn default_holder() -> String {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "an unnamed process".to_string())
+}
+
+/// `PRAGMA quick_check`: "ok", or a description of the damage (first few problems).
+fn quick_check(conn: &Connection) -> Result<(), StoreError> {
+    let mut statement = conn.prepare("PRAGMA quick_check(8)")?;
+    let problems: Vec<String> = statement
+        .query_map([], |row| row.get::<_, String>(0))?
+        .collect::<Result<_, _>>()?;
+    match problems.as_slice() {
+        [ok] if ok == "ok" => Ok(()),
+        _ => Err(StoreError::CorruptDatabase {
+            path: PathBuf::new(),
+            detail: format!("integrity check failed: {}", problems.join("; ")),
+        }),
+    }
+}
+
+/// Errors while opening that mean the file is damaged become one clear
+/// [`StoreError::CorruptDatabase`] naming the file.
+fn corrupt_database(path: &Path, error: StoreError) -> StoreError {
+    use rusqlite::ErrorCode as C;
+    match error {
+        StoreError::CorruptDatabase { detail, .. } => StoreError::CorruptDatabase {
+            path: path.to_path_buf(),
+            detail,
+        },
+        StoreError::Sqlite(rusqlite::Error::SqliteFailure(e, message))
+            if matches!(e.code, C::DatabaseCorrupt | C::NotADatabase) =>
+        {
+            StoreError::CorruptDatabase {
+                path: path.to_path_buf(),
+                detail: message.unwrap_or_else(|| e.to_string()),
+            }
+        }
+        other => other,
+    }
+}
+
+/// A write that touches the disk and changes nothing: the schema version rewritten with its
+/// own value, which dirties the database header page, so the commit appends a WAL frame —
+/// independent of every table.
+fn probe_write(conn: &mut Connection) -> Result<(), StoreError> {
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let version = schema::current_version(&tx)?;
+    tx.pragma_update(None, "user_version", version)?;
+    tx.commit()?;
+    Ok(())
 }
