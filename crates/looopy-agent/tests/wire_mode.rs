@@ -70,7 +70,9 @@ async fn wire_mode_runs_tools_and_answers() {
             _ => None,
         })
         .collect();
-    assert_eq!(text, "6*7 is 42.", "text after </execute> is ignored");
+    // Text is kept exactly, the newlines between blocks included (the parser does not trim;
+    // a renderer may): "\n" between the first call's blocks, then the answer's.
+    assert_eq!(text, "\n\n6*7 is 42.\n", "text after </execute> is ignored");
 
     let history = store.load_messages("ctx-wire").await.unwrap();
     assert_history_consistent(&history);
@@ -82,9 +84,9 @@ async fn wire_mode_runs_tools_and_answers() {
     assert_eq!(history[1].tool_calls[0].name, "calculator");
     assert_eq!(history[1].reasoning[0].text, "I should use the calculator.");
     assert_eq!(history[2].content, "42");
-    assert_eq!(history[3].content, "6*7 is 42.");
+    assert_eq!(history[3].content, "\n6*7 is 42.\n");
     let record = store.get_task(&task_id).await.unwrap().unwrap();
-    assert_eq!(record.result.as_deref(), Some("6*7 is 42."));
+    assert_eq!(record.result.as_deref(), Some("\n6*7 is 42.\n"));
 }
 
 #[tokio::test]

@@ -38,7 +38,9 @@
 //! `id` (otherwise an id is generated: `thought-1`, `thought-2`, … per splitter). Attribute
 //! names are case-insensitive; for a repeated attribute the first one wins. Values may be
 //! double-, single- or un-quoted; `&quot; &apos; &amp; &lt; &gt;` and numeric references are
-//! decoded. When a tag has both attribute content and a body, the attribute content comes first
+//! decoded. An attribute without a value is a boolean attribute (`<thinking id=x verbose>`,
+//! `<think a=1 b />`): valid markup that other parsers accept, so the tag is recognised and
+//! the attribute is ignored. When a tag has both attribute content and a body, the attribute content comes first
 //! and the body follows directly (no separator). Attribute content is emitted as a
 //! [`SplitEvent::ThoughtDelta`] too, so consumers only need deltas and the end event.
 //!
@@ -46,9 +48,11 @@
 //!
 //! Text leaves the splitter as soon as it cannot be the start of a configured tag: `<` followed
 //! by anything that is not a prefix of a configured name is released at once (`Vec<String>`,
-//! `a < b`, `x<3`, `<br>`, `<!-- -->`, `<thinkingcap>`). Opening tags follow XML attribute
-//! syntax (`name="value"`, `name='value'` or `name=value`); anything else after the name
-//! (`<think about it>`, `<think it's>`) means the text was prose. A stray closing tag with no
+//! `a < b`, `x<3`, `<br>`, `<!-- -->`, `<thinkingcap>`). Opening tags follow HTML attribute
+//! syntax (`name="value"`, `name='value'`, `name=value` or a bare `name`); anything else
+//! after the name (`<think it's>`, `<think, then>`, `<think a="x"b>`, `<think / >`) means the
+//! text was prose. Note the consequence of accepting boolean attributes: prose that happens to
+//! be valid markup, like `<think about it>`, opens a thought. A stray closing tag with no
 //! open thought is text. Whitespace is never trimmed: the text events are the input with the
 //! recognised tags cut out, nothing else.
 //!

@@ -14,10 +14,11 @@
 //! - Inside `<think>` every other marker is literal text; only `</think>` ends it.
 //! - Inside `<respond>`, `</respond>` ends the block, and so do `<execute>` and `<end>`
 //!   (models often forget `</respond>` before acting); anything else is literal text.
-//! - Bare text outside blocks is respond text. Its leading and trailing whitespace is dropped
-//!   (whitespace between blocks is layout), unless a whitespace run exceeds
-//!   [`MAX_HELD_WHITESPACE`], which is then emitted rather than held. Text inside blocks is
-//!   exact. Stray closing markers outside blocks are dropped.
+//! - Bare text outside blocks is respond text. All text is exact: the `think` and `respond`
+//!   contents, concatenated in order, are the input with the recognised markers removed,
+//!   whitespace included (`then <think>x</think> we go` gives respond `then `, think `x`,
+//!   respond ` we go`, which join back into `then  we go`, never `thenwe go`). A renderer may
+//!   trim; the parser does not. Stray closing markers outside blocks are dropped.
 //! - The `<execute>` body is scanned once, with its JSON string/escape state carried across
 //!   chunks, so `</execute>` inside a string argument does not end it. On `</execute>` the body
 //!   must be a non-empty JSON array of `{"name": string, "args": object}` (`args` may be
@@ -39,8 +40,8 @@
 //!   `error`.
 //!
 //! Markers are exact and case-sensitive (`<Think>` or `< think>` are text). Memory is bounded:
-//! at most 9 held-back bytes, [`MAX_HELD_WHITESPACE`] of held whitespace and
-//! [`MAX_EXECUTE_BODY`] of batch body. `finish()` resets the parser for the next generation.
+//! at most 9 held-back bytes and [`MAX_EXECUTE_BODY`] of batch body. `finish()` resets the
+//! parser for the next generation.
 //!
 //! ```
 //! use looopy_stream::wire::{WireEvent, WireParser};
@@ -67,7 +68,7 @@ mod parser;
 
 pub use batch::MAX_EXECUTE_BODY;
 pub use context::{ChatTurn, ConversationEvent, Role, WireError, from_messages, to_messages};
-pub use parser::{MAX_HELD_WHITESPACE, WireParser};
+pub use parser::WireParser;
 
 use serde::{Deserialize, Serialize};
 

@@ -278,3 +278,71 @@ fn consecutive_and_adjacent_thoughts() {
         ]),
     );
 }
+
+#[test]
+fn boolean_and_unquoted_attributes_are_markup() {
+    // The examples: a boolean attribute before `/>` and after an unquoted id.
+    let config = ThoughtConfig::with_tags(["t", "thinking"]);
+    assert_split(
+        &config,
+        "a <t a=1 b /> c",
+        &concat(vec![
+            vec![text("a ")],
+            whole("thought-1", "t", ""),
+            vec![text(" c")],
+        ]),
+    );
+    assert_split(
+        &config,
+        "<thinking id=x verbose>body</thinking>",
+        &whole("x", "thinking", "body"),
+    );
+    // Boolean attributes anywhere, with or without whitespace before `>` or `/>`; the
+    // attributes around them are still read.
+    let t = Thought {
+        verbosity: Some("brief".into()),
+        confidence: Some(0.5),
+        ..thought("q", "thinking", "c")
+    };
+    assert_split(
+        &config,
+        "<thinking hidden id=q\tdraft verbosity=brief open confidence='0.5' thought=c final/>",
+        &[start("q", "thinking"), delta("q", "c"), end(t)],
+    );
+    for tag in [
+        "<thinking verbose >",
+        "<thinking verbose\n>",
+        "<thinking a b c>",
+    ] {
+        assert_split(
+            &config,
+            &format!("{tag}x</thinking>y"),
+            &concat(vec![whole("thought-1", "thinking", "x"), vec![text("y")]]),
+        );
+    }
+    assert_split(&config, "<t b/>", &whole("thought-1", "t", ""));
+    // A nested tag with a boolean attribute deepens the nesting like any other opening tag.
+    check(
+        "<thinking>a<thinking draft>b</thinking>c</thinking>d",
+        &concat(vec![
+            whole("thought-1", "thinking", "a<thinking draft>b</thinking>c"),
+            vec![text("d")],
+        ]),
+    );
+}
+
+#[test]
+fn what_is_still_not_attribute_syntax() {
+    for prose in [
+        "I <think it's fine>",
+        "<think, then>",
+        "<thinking a=>",
+        "<thinking a=\"x\"b>",
+        "<thinking / >",
+        "<thinking a b!>",
+        "<thinking verbose / >",
+        "<thinking a/b>",
+    ] {
+        check(prose, &[text(prose)]);
+    }
+}

@@ -19,7 +19,7 @@ const ORDINARY: &[&str] = &[
     "<!-- c -->",
     "<div class=\"x\">hi</div>",
     "<thinkingcap>",
-    "<think about it>",
+    "<think, about it>",
     "I <think it's fine>",
     "<thinking:x>",
     "</thinking>",

@@ -1,6 +1,6 @@
 //! Property tests: any chunking of the same input gives the same (merged) events, held text
 //! stays under the cap, and for well-formed transcripts the text events are exactly the input
-//! minus the recognised tags.
+//! minus the recognised tags (opening tags with quoted, unquoted and boolean attributes).
 
 mod thought_support;
 
@@ -199,7 +199,7 @@ const TEXT_TOKENS: &[&str] = &[
     "<!-- c -->",
     "</thinking>",
     "<thinkingcap>",
-    "<think about it>",
+    "<think it's>",
     "&amp;",
     "é",
     "日本",
@@ -242,6 +242,24 @@ fn escape_attr(raw: &str) -> String {
     raw.replace('&', "&amp;").replace('"', "&quot;")
 }
 
+/// Attributes a thought does not read, in every syntax HTML allows: boolean (`verbose`),
+/// unquoted (`a=1`), quoted, with any whitespace around them (`<t a=1 b />`).
+fn extra_attrs() -> impl Strategy<Value = String> {
+    let name = prop::sample::select(&["a", "b", "verbose", "draft", "data-x", "x:y", "_n"][..]);
+    let space = prop::sample::select(&[" ", "  ", "\n", "\t"][..]);
+    let attr =
+        (space, name, 0..4u8, "[a-z0-9.]{1,5}").prop_map(|(space, name, form, value)| match form {
+            0 | 1 => format!("{space}{name}"),
+            2 => format!("{space}{name}={value}"),
+            _ => format!("{space}{name} = '{value}'"),
+        });
+    (
+        prop::collection::vec(attr, 0..4),
+        prop::sample::select(&["", " ", "\n"][..]),
+    )
+        .prop_map(|(attrs, trailing)| attrs.concat() + trailing)
+}
+
 fn segment() -> impl Strategy<Value = Segment> {
     let tag = prop::sample::select(&["thinking", "think", "reflection", "planning"][..]);
     prop_oneof![
@@ -250,36 +268,43 @@ fn segment() -> impl Strategy<Value = Segment> {
             is_thought: false,
             content: String::new()
         }),
-        (tag.clone(), tokens(BODY_TOKENS)).prop_filter_map(
+        (tag.clone(), extra_attrs(), tokens(BODY_TOKENS)).prop_filter_map(
             "body must not close or nest",
-            |(tag, body)| {
+            |(tag, attrs, body)| {
                 let clash = body.contains(&format!("</{tag}"))
                     || body.contains(&format!("<{tag}>"))
                     || body.contains(&format!("<{tag} "));
                 (!clash).then(|| Segment {
-                    raw: format!("<{tag}>{body}</{tag}>"),
+                    raw: format!("<{tag}{attrs}>{body}</{tag}>"),
                     is_thought: true,
                     content: body,
                 })
             }
         ),
-        (tag.clone(), tokens(TEXT_TOKENS), any::<bool>()).prop_map(
-            |(tag, content, self_closing)| {
+        (
+            tag.clone(),
+            tokens(TEXT_TOKENS),
+            any::<bool>(),
+            extra_attrs(),
+            extra_attrs()
+        )
+            .prop_map(|(tag, content, self_closing, before, after)| {
+                // `after` may end with whitespace, a boolean name or `confidence=0.5`, each
+                // directly followed by `/>` or `>`.
                 let attrs = format!(
-                    r#"thought="{}" thought_type="reflection" confidence="0.5""#,
-                    escape_attr(&content)
+                    r#"{before} thought="{}" thought_type="reflection" confidence=0.5{after}"#,
+                    escape_attr(&content),
                 );
                 let raw = if self_closing {
-                    format!("<{tag} {attrs} />")
+                    format!("<{tag}{attrs}/>")
                 } else {
-                    format!("<{tag} {attrs}></{tag}>")
+                    format!("<{tag}{attrs}></{tag}>")
                 };
                 Segment {
                     raw,
                     is_thought: true,
                     content,
                 }
-            }
-        ),
+            }),
     ]
 }

@@ -1,7 +1,7 @@
 //! Wire-protocol parsing rules. Every document is also parsed split at every char boundary
 //! and char by char; after merging adjacent think/respond deltas all must agree.
 
-use looopy_stream::wire::{MAX_EXECUTE_BODY, MAX_HELD_WHITESPACE, WireCall, WireEvent, WireParser};
+use looopy_stream::wire::{MAX_EXECUTE_BODY, WireCall, WireEvent, WireParser};
 use serde_json::json;
 
 /// Merges adjacent think/respond deltas (what a consumer assembling blocks would see).
@@ -108,7 +108,7 @@ fn think_and_respond_text_stream_before_the_block_closes() {
     );
     assert_eq!(parser.push("ink><respond>Hel"), [respond("Hel")]);
     assert_eq!(parser.push("lo</respond"), [respond("lo")]);
-    assert_eq!(parser.push("> and bare"), [respond("and bare")]);
+    assert_eq!(parser.push("> and bare"), [respond(" and bare")]);
     assert!(parser.finish().is_empty());
 }
 
@@ -213,6 +213,7 @@ fn valid_batch_yields_calls_in_order_then_execute_and_stops() {
         events,
         [
             think("plan"),
+            respond("\n\n"),
             call("list", json!({"path": "."})),
             call("read", json!({"file": "a"})),
             WireEvent::Execute,
@@ -240,7 +241,7 @@ fn nothing_is_output_after_a_stop() {
 fn end_marker_yields_end_and_stops() {
     assert_eq!(
         parse_all_ways("All done. <end> trailing"),
-        [respond("All done."), WireEvent::End]
+        [respond("All done. "), WireEvent::End]
     );
 }
 
@@ -253,7 +254,7 @@ fn malformed_batch_is_one_error_and_parsing_continues() {
         message.contains("invalid JSON") && message.contains("line 1 column"),
         "{message}"
     );
-    assert_eq!(events[1], respond("Sorry, retrying."));
+    assert_eq!(events[1], respond("\nSorry, retrying."));
 }
 
 #[test]
@@ -329,28 +330,57 @@ fn unclosed_execute_at_eof_is_accepted_only_when_valid() {
 }
 
 #[test]
-fn whitespace_between_blocks_is_layout_but_block_text_is_exact() {
+fn text_is_the_input_minus_markers_whitespace_included() {
+    // The example: the words around a thought must not glue into `thenwe`.
+    assert_eq!(
+        parse_all_ways("if a < b then <think>x</think> we go"),
+        [respond("if a < b then "), think("x"), respond(" we go")]
+    );
     let doc = "\n  <think>\n a \n</think>\n\n  Answer:  two words \n\n<respond>\n x \n</respond>\n";
     assert_eq!(
         parse_all_ways(doc),
-        // (the merge joins the bare segment and the block that follows it)
-        [think("\n a \n"), respond("Answer:  two words\n x \n")]
+        // (the merge joins a bare segment and the block next to it)
+        [
+            respond("\n  "),
+            think("\n a \n"),
+            respond("\n\n  Answer:  two words \n\n\n x \n\n")
+        ]
     );
-    assert!(parse_all_ways(" \n\t ").is_empty());
+    assert_eq!(parse_all_ways(" \n\t "), [respond(" \n\t ")]);
+    assert_eq!(
+        parse_all_ways("<think>a</think> <think>b</think>"),
+        [think("a"), respond(" "), think("b")]
+    );
 }
 
 #[test]
-fn long_whitespace_runs_are_emitted_not_held() {
-    let run = " ".repeat(MAX_HELD_WHITESPACE + 1);
+fn blocks_and_bare_segments_are_separate_deltas() {
+    let mut parser = WireParser::new();
+    assert_eq!(
+        parser.push("one <respond>two</respond> three\n"),
+        [respond("one "), respond("two"), respond(" three\n")]
+    );
+    assert_eq!(parser.push("<end>"), [WireEvent::End]);
+}
+
+#[test]
+fn long_whitespace_is_streamed_not_held() {
+    let run = " ".repeat(100_000);
     let doc = format!("a{run}<think>t</think>");
     let mut parser = WireParser::new();
     let mut events = Vec::new();
     for piece in doc.as_bytes().chunks(7) {
-        events.extend(parser.push(std::str::from_utf8(piece).unwrap_or_default()));
+        let out = parser.push(std::str::from_utf8(piece).unwrap_or_default());
+        // Every push that is not part of a marker yields its bytes at once.
+        if !piece.contains(&b'<') && !piece.contains(&b'>') {
+            assert_eq!(
+                merge(out.clone()),
+                [respond(std::str::from_utf8(piece).unwrap_or_default())]
+            );
+        }
+        events.extend(out);
     }
     assert_eq!(merge(events), [respond(&format!("a{run}")), think("t")]);
-    let short = format!("a{}<think>t</think>", " ".repeat(MAX_HELD_WHITESPACE));
-    assert_eq!(parse_all_ways(&short), [respond("a"), think("t")]);
 }
 
 #[test]
@@ -358,7 +388,7 @@ fn model_written_results_block_is_reported_and_skipped() {
     let events = parse_all_ways("<results>[{\"tool\":\"x\"}]</results>\nok");
     assert_eq!(events.len(), 2);
     assert!(errors(&events)[0].contains("<results>"));
-    assert_eq!(events[1], respond("ok"));
+    assert_eq!(events[1], respond("\nok"));
 }
 
 #[test]

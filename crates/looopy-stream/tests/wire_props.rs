@@ -194,9 +194,9 @@ fn render(blocks: &[Block], separator: &str) -> (String, Vec<WireEvent>, bool) {
                 content: text.clone(),
                 truncated: false,
             }),
-            Block::Bare(text) if !text.trim().is_empty() => {
+            Block::Bare(text) if !text.is_empty() => {
                 expected.push(WireEvent::Respond {
-                    content: text.trim().to_owned(),
+                    content: text.clone(),
                     truncated: false,
                 });
             }
@@ -218,6 +218,13 @@ fn render(blocks: &[Block], separator: &str) -> (String, Vec<WireEvent>, bool) {
                 stopped = true;
             }
             _ => {}
+        }
+        // The separator is bare text too, kept exactly, unless the block stopped the parser.
+        if !stopped && !separator.is_empty() {
+            expected.push(WireEvent::Respond {
+                content: separator.to_owned(),
+                truncated: false,
+            });
         }
     }
     (doc, expected, stopped)

@@ -358,8 +358,10 @@ mod tests {
         assert!(
             matches!(&events[2], StepEvent::ThoughtEnd(info) if info.content == "add them" && !info.truncated)
         );
-        assert_eq!(events[3], StepEvent::Text("Let me add.".into()));
-        match &events[4] {
+        // The parser keeps text exactly: the newline between the blocks is content too.
+        assert_eq!(events[3], StepEvent::Text("\n".into()));
+        assert_eq!(events[4], StepEvent::Text("Let me add.".into()));
+        match &events[5] {
             StepEvent::Call { index: 0, spec } => {
                 assert_eq!(spec.call.name, "calculator");
                 assert_eq!(
@@ -370,8 +372,8 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        assert_eq!(events[5], StepEvent::Finish(Some("tool_calls".into())));
-        assert_eq!(events.len(), 6);
+        assert_eq!(events[6], StepEvent::Finish(Some("tool_calls".into())));
+        assert_eq!(events.len(), 7);
     }
 
     #[tokio::test]

@@ -11,7 +11,8 @@ pub(crate) enum AttrState {
     BeforeName,
     /// In an attribute name.
     Name,
-    /// After an attribute name, expecting `=`.
+    /// After an attribute name and whitespace: `=` gives it a value; another name, `/` or
+    /// `>` makes it a boolean attribute.
     AfterName,
     /// After `=`, expecting a value.
     BeforeValue,
@@ -135,6 +136,20 @@ impl TagScanner {
             (Name, b) if is_space(b) => {
                 self.classify();
                 (AfterName, Step::Continue)
+            }
+            // A name without `=` is a boolean attribute (`<thinking verbose>`, `<t b />`):
+            // valid markup, so the tag may end or another attribute may follow.
+            (Name | AfterName, b'>') => (
+                BeforeName,
+                Step::End {
+                    self_closing: false,
+                },
+            ),
+            (Name | AfterName, b'/') => (Slash, Step::Continue),
+            (AfterName, b) if is_name_byte(b) => {
+                self.name_len = 0;
+                self.push_name(b);
+                (Name, Step::Continue)
             }
             (AfterName, b'=') => (BeforeValue, Step::Continue),
             (AfterName | BeforeValue, b) if is_space(b) => (self.state, Step::Continue),
@@ -295,9 +310,27 @@ mod tests {
     }
 
     #[test]
+    fn boolean_and_unquoted_attributes() {
+        use AttrKind::*;
+        let open = Step::End {
+            self_closing: false,
+        };
+        let closed = Step::End { self_closing: true };
+        assert_eq!(scan(" a=1 b />"), (closed, vec![Other]));
+        assert_eq!(scan(" a=1 b/>"), (closed, vec![Other]));
+        assert_eq!(scan(" id=x verbose>"), (open, vec![Id]));
+        assert_eq!(scan(" verbose>"), (open, vec![]));
+        assert_eq!(scan(" verbose >"), (open, vec![]));
+        assert_eq!(scan(" b c=\"v\" d>"), (open, vec![Other]));
+        assert_eq!(scan(" b\tid = 'i'>"), (open, vec![Id]));
+        assert_eq!(scan(" about it>"), (open, vec![]));
+    }
+
+    #[test]
     fn prose_is_not_attribute_syntax() {
-        assert_eq!(scan(" about it>").0, Step::Fail);
         assert_eq!(scan(" it's>").0, Step::Fail);
+        assert_eq!(scan(" it, too>").0, Step::Fail);
+        assert_eq!(scan(" a b!>").0, Step::Fail);
         assert_eq!(scan(r#" a="x"b="y">"#).0, Step::Fail);
         assert_eq!(scan(" a=>").0, Step::Fail);
         assert_eq!(scan(" / >").0, Step::Fail);

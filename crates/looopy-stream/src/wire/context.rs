@@ -139,7 +139,7 @@ impl AssistantTurn<'_> {
 
     fn respond(&mut self, text: &str) {
         self.close_batch();
-        // Bare text is trimmed and ends at a marker, and two bare parts would merge.
+        // Bare text is read back trimmed and ends at a marker, and two bare parts would merge.
         let bare = !text.is_empty()
             && text.trim() == text
             && !contains_marker(text)
@@ -193,7 +193,10 @@ fn flush_results(results: &mut Vec<&Value>, turns: &mut Vec<ChatTurn>) {
 /// a `<results>` block yields one result per array element; any other user turn is user
 /// text. Assistant turns go through the wire parser, reading past `</execute>` (history may
 /// hold anything the turn held) and yielding one event per block; `execute` and `end` are
-/// control flow and yield nothing. Malformed batches or results are errors, not dropped.
+/// control flow and yield nothing. Unlike the live parser, which keeps every byte of text,
+/// bare text here is trimmed and whitespace-only bare text between blocks yields nothing:
+/// that whitespace is the layout [`to_messages`] puts between parts. Malformed batches or
+/// results are errors, not dropped.
 pub fn from_messages(turns: &[ChatTurn]) -> Result<Vec<ConversationEvent>, WireError> {
     let mut events = Vec::new();
     for (turn, message) in turns.iter().enumerate() {
@@ -253,6 +256,13 @@ impl Sink for HistorySink<'_> {
         self.events.push(match kind {
             TextKind::Think => ConversationEvent::Think(text),
             TextKind::Respond => ConversationEvent::Respond(text),
+            // `to_messages` writes bare text only when it is already trimmed and separates
+            // parts with blank lines, so whitespace around bare text is its layout.
+            TextKind::Bare => match text.trim() {
+                "" => return,
+                trimmed if trimmed.len() == text.len() => ConversationEvent::Respond(text),
+                trimmed => ConversationEvent::Respond(trimmed.to_owned()),
+            },
         });
     }
 

@@ -9,15 +9,16 @@ use super::WireEvent;
 use super::batch::{ExecuteBody, Scan, parse_batch};
 use super::markers::{self, Held, Marker, MarkerSet, Step};
 
-/// A bare-text whitespace run longer than this is emitted as it arrives instead of being
-/// held back (to drop it if a marker follows), so held whitespace stays bounded.
-pub const MAX_HELD_WHITESPACE: usize = 4096;
-
 /// Which streamed text a piece belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum TextKind {
+    /// Inside `<think>…</think>`.
     Think,
+    /// Inside `<respond>…</respond>`.
     Respond,
+    /// Outside any block: respond text too, but history rebuilding needs to know it was bare
+    /// (whitespace around bare text there is layout written by `to_messages`).
+    Bare,
 }
 
 /// Receiver of the machine's output.
@@ -58,12 +59,8 @@ pub(super) struct Machine {
     mode: Mode,
     held: Held,
     body: ExecuteBody,
-    /// Non-whitespace text of the current bare segment has been emitted.
+    /// Text of the current bare segment (since the last marker) has been emitted.
     segment_open: bool,
-    /// Whitespace after the last emitted bare text, dropped if a marker or EOF follows.
-    pending_ws: String,
-    /// The current whitespace run outgrew `MAX_HELD_WHITESPACE` and is emitted as it comes.
-    ws_committed: bool,
     /// Live parsing stops after a valid batch; history rebuilding reads on.
     stop_after_execute: bool,
 }
@@ -75,8 +72,6 @@ impl Machine {
             held: Held::default(),
             body: ExecuteBody::default(),
             segment_open: false,
-            pending_ws: String::new(),
-            ws_committed: false,
             stop_after_execute,
         }
     }
@@ -291,53 +286,22 @@ impl Machine {
         });
     }
 
-    /// Bare text outside any block is respond text, with the segment's leading and trailing
-    /// whitespace dropped (whitespace between blocks is layout, not content).
+    /// Bare text outside any block is respond text, exactly as written: whitespace between
+    /// blocks is kept (`then <think>x</think> we` must not become `thenwe` when the pieces
+    /// are joined). A renderer may trim; the parser may not.
     fn bare_text<S: Sink>(&mut self, text: &str, sink: &mut S) {
-        let mut text = text;
-        if !self.segment_open {
-            text = text.trim_start();
-            if text.is_empty() {
-                return;
-            }
+        if !text.is_empty() {
+            sink.text(TextKind::Bare, text);
             self.segment_open = true;
-        }
-        if self.ws_committed {
-            let content = text.trim_start();
-            let run = &text[..text.len() - content.len()];
-            if !run.is_empty() {
-                sink.text(TextKind::Respond, run);
-            }
-            if content.is_empty() {
-                return;
-            }
-            self.ws_committed = false;
-            text = content;
-        }
-        let content = text.trim_end();
-        if !content.is_empty() {
-            if !self.pending_ws.is_empty() {
-                sink.text(TextKind::Respond, &self.pending_ws);
-                self.pending_ws.clear();
-            }
-            sink.text(TextKind::Respond, content);
-        }
-        self.pending_ws.push_str(&text[content.len()..]);
-        if self.pending_ws.len() > MAX_HELD_WHITESPACE {
-            sink.text(TextKind::Respond, &self.pending_ws);
-            self.pending_ws.clear();
-            self.ws_committed = true;
         }
     }
 
-    /// A marker or EOF ends the current bare segment; its trailing whitespace is dropped.
+    /// A marker or EOF ends the current bare segment.
     fn end_segment<S: Sink>(&mut self, sink: &mut S) {
         if self.segment_open {
-            sink.close(TextKind::Respond, false);
+            sink.close(TextKind::Bare, false);
         }
         self.segment_open = false;
-        self.ws_committed = false;
-        self.pending_ws.clear();
     }
 }
 
@@ -354,7 +318,7 @@ impl Sink for EventSink<'_> {
         if self.open {
             match (kind, self.out.last_mut()) {
                 (TextKind::Think, Some(WireEvent::Think { content, .. }))
-                | (TextKind::Respond, Some(WireEvent::Respond { content, .. })) => {
+                | (TextKind::Respond | TextKind::Bare, Some(WireEvent::Respond { content, .. })) => {
                     content.push_str(text);
                     return;
                 }
@@ -367,7 +331,7 @@ impl Sink for EventSink<'_> {
                 content,
                 truncated: false,
             },
-            TextKind::Respond => WireEvent::Respond {
+            TextKind::Respond | TextKind::Bare => WireEvent::Respond {
                 content,
                 truncated: false,
             },
@@ -379,7 +343,11 @@ impl Sink for EventSink<'_> {
         if truncated {
             let flagged = match (self.open, kind, self.out.last_mut()) {
                 (true, TextKind::Think, Some(WireEvent::Think { truncated, .. }))
-                | (true, TextKind::Respond, Some(WireEvent::Respond { truncated, .. })) => {
+                | (
+                    true,
+                    TextKind::Respond | TextKind::Bare,
+                    Some(WireEvent::Respond { truncated, .. }),
+                ) => {
                     *truncated = true;
                     true
                 }
@@ -392,7 +360,7 @@ impl Sink for EventSink<'_> {
                         content,
                         truncated: true,
                     },
-                    TextKind::Respond => WireEvent::Respond {
+                    TextKind::Respond | TextKind::Bare => WireEvent::Respond {
                         content,
                         truncated: true,
                     },
