@@ -56,6 +56,7 @@
 //! assert_eq!(json, [
 //!     r#"{"type":"think","content":"check fi"}"#,
 //!     r#"{"type":"think","content":"les"}"#,
+//!     r#"{"type":"respond","content":"\n"}"#,
 //!     r#"{"type":"call","content":{"name":"list","args":{}}}"#,
 //!     r#"{"type":"execute"}"#,
 //! ]);
