@@ -26,6 +26,7 @@ const turns = [...document.querySelectorAll('section.turn')].map((s) => ({
   state: s.dataset.state,
   user: s.querySelector('.user').textContent,
   answer: s.querySelector('.agent > .answer').textContent,
+  parts: [...s.querySelectorAll('.agent > .answer > .part')].map((p) => p.textContent),
   thoughts: s.querySelectorAll('details.thought[data-complete="true"]').length,
   tools: [...s.querySelectorAll('.tool[data-call-id]')].map((t) => t.dataset.success || 'running'),
   openInputs: s.querySelectorAll('form.input:not([data-answered="true"])').length,
@@ -118,6 +119,11 @@ async fn the_chat_page_streams_answers_and_resumes_after_a_dropped_connection() 
     })
     .await;
     assert_eq!(state["turns"][2]["answer"], "Let me ask. Thanks, Ada!");
+    // Each model call's text is its own block, so text either side of a tool never glues.
+    assert_eq!(
+        state["turns"][2]["parts"],
+        serde_json::json!(["Let me ask. ", "Thanks, Ada!"])
+    );
     assert_eq!(state["turns"][2]["tools"], serde_json::json!(["true"]));
     assert_eq!(state["turns"][2]["openInputs"], 0);
 
