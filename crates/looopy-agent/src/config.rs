@@ -36,6 +36,18 @@ pub struct AgentConfig {
     pub history_limit: Option<usize>,
     /// Reported in `task-created` metadata.
     pub agent_id: String,
+    /// Most events one turn may produce (across pauses); a turn that grows past it is
+    /// stopped and fails with `turn_too_large`. The default, 2,000,000, is well above the
+    /// longest answers models give (a 128k-token output streams as about one delta per
+    /// token) and leaves room for the 1,000,000-delta turn the event log is tested with,
+    /// yet bounds a runaway model or tool.
+    pub max_turn_events: u64,
+    /// Most bytes one turn may add to the event log (across pauses; each event counts its
+    /// text plus about 160 bytes of envelope); past it the turn fails with
+    /// `turn_too_large`. The default, 256 MiB, is far above any real answer (half a million
+    /// tokens of output is about 2 MiB of text) and below what would strain a small
+    /// machine, since a turn's text is also held in memory for its history.
+    pub max_turn_bytes: u64,
 }
 
 impl Default for AgentConfig {
@@ -49,6 +61,8 @@ impl Default for AgentConfig {
             tool_protocol: ToolProtocol::Native,
             history_limit: None,
             agent_id: "looopy".to_string(),
+            max_turn_events: 2_000_000,
+            max_turn_bytes: 256 * 1024 * 1024,
         }
     }
 }

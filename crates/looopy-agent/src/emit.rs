@@ -3,12 +3,30 @@
 //!
 //! Stamping and appending happen under one lock so the log receives a context's events in
 //! sequence order even when several tools of a batch report at the same time.
+//!
+//! The emitter is also where a turn is stopped from the outside of its loop: when the turn
+//! crosses its size limits (events or bytes, [`AgentConfig::max_turn_events`] and
+//! [`AgentConfig::max_turn_bytes`]) or its events can no longer be written (storage
+//! failure), it records why and cancels the turn, so the loop winds down the usual way
+//! (tools stopped, history kept consistent) and the run ends `failed` with that reason.
+//!
+//! [`AgentConfig::max_turn_events`]: crate::AgentConfig::max_turn_events
+//! [`AgentConfig::max_turn_bytes`]: crate::AgentConfig::max_turn_bytes
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
+use looopy_protocol::error_code;
+use looopy_protocol::event::ErrorInfo;
 use looopy_protocol::{EventPayload, Sequencer, Stamp};
 use looopy_store::{Store, StoreError};
-use tokio::sync::Mutex;
+use tokio_util::sync::CancellationToken;
+
+/// Per-turn size limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TurnLimits {
+    pub(crate) max_events: u64,
+    pub(crate) max_bytes: u64,
+}
 
 /// Stamps and appends the events of one task. Cheap to clone.
 #[derive(Clone)]
@@ -19,17 +37,43 @@ pub(crate) struct Emitter {
 struct Inner {
     stamp: Stamp,
     store: Store,
-    seq: Mutex<Sequencer>,
+    state: tokio::sync::Mutex<State>,
+    limits: TurnLimits,
+    /// Cancelled to stop the turn (see the module docs); set with [`Emitter::stop_on`].
+    cancel: Mutex<Option<CancellationToken>>,
+    /// Why the turn was stopped from here, if it was.
+    stopped: Mutex<Option<ErrorInfo>>,
+}
+
+/// What the emit lock guards: the numbering and the turn's running size.
+struct State {
+    seq: Sequencer,
+    events: u64,
+    bytes: u64,
 }
 
 impl Emitter {
-    /// Events of `stamp`'s task, numbered after `seq`'s last number.
-    pub(crate) fn new(store: Store, stamp: Stamp, seq: Sequencer) -> Self {
+    /// Events of `stamp`'s task, numbered after `seq`'s last number; `counted` is the size
+    /// (events, bytes) the turn already had when this run began (a resumed turn).
+    pub(crate) fn new(
+        store: Store,
+        stamp: Stamp,
+        seq: Sequencer,
+        limits: TurnLimits,
+        counted: (u64, u64),
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 stamp,
                 store,
-                seq: Mutex::new(seq),
+                state: tokio::sync::Mutex::new(State {
+                    seq,
+                    events: counted.0,
+                    bytes: counted.1,
+                }),
+                limits,
+                cancel: Mutex::new(None),
+                stopped: Mutex::new(None),
             }),
         }
     }
@@ -38,14 +82,91 @@ impl Emitter {
         &self.inner.stamp.task_id
     }
 
+    pub(crate) fn context_id(&self) -> &str {
+        &self.inner.stamp.context_id
+    }
+
+    /// The turn this emitter stops when a limit is crossed or storage fails.
+    pub(crate) fn stop_on(&self, cancel: CancellationToken) {
+        *self
+            .inner
+            .cancel
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(cancel);
+    }
+
+    /// The turn's size so far: (events, bytes).
+    pub(crate) async fn counted(&self) -> (u64, u64) {
+        let state = self.inner.state.lock().await;
+        (state.events, state.bytes)
+    }
+
+    /// Why the turn was stopped from here (`turn_too_large`, `storage_unavailable`).
+    pub(crate) fn stop_reason(&self) -> Option<ErrorInfo> {
+        self.inner
+            .stopped
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Records why the turn must stop (the first reason wins) and cancels it.
+    pub(crate) fn stop(&self, reason: ErrorInfo) {
+        {
+            let mut stopped = self
+                .inner
+                .stopped
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if stopped.is_some() {
+                return;
+            }
+            tracing::warn!(code = %reason.code, message = %reason.message, task_id = self.task_id(), "stopping the turn");
+            *stopped = Some(reason);
+        }
+        if let Some(cancel) = &*self
+            .inner
+            .cancel
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+        {
+            cancel.cancel();
+        }
+    }
+
     /// Stamps `payload` and appends it to the log; returns its sequence number. Waits only
-    /// when the log's queue is full (backpressure).
+    /// when the log's queue is full (backpressure). A turn that crosses its size limits is
+    /// stopped (this event and the few that end the turn are still written); an append that
+    /// fails for a storage reason stops the turn too, and the error is returned.
     pub(crate) async fn emit(&self, payload: EventPayload) -> Result<u64, StoreError> {
-        let seq = self.inner.seq.lock().await;
-        let event = self.inner.stamp.stamp(&seq, payload);
+        let size = approximate_size(&payload);
+        let mut state = self.inner.state.lock().await;
+        state.events += 1;
+        state.bytes += size;
+        let over = state.events > self.inner.limits.max_events
+            || state.bytes > self.inner.limits.max_bytes;
+        let (events, bytes) = (state.events, state.bytes);
+        let event = self.inner.stamp.stamp(&state.seq, payload);
         let number = event.seq;
-        self.inner.store.event_log().append(event).await?;
-        Ok(number)
+        let appended = self.inner.store.event_log().append(event).await;
+        drop(state);
+        if over {
+            let limits = self.inner.limits;
+            self.stop(ErrorInfo {
+                code: error_code::TURN_TOO_LARGE.into(),
+                message: format!(
+                    "the turn grew past its limits ({events} events, {bytes} bytes; at most {} events and {} bytes)",
+                    limits.max_events, limits.max_bytes
+                ),
+                retryable: false,
+            });
+        }
+        if let Err(error) = &appended {
+            if error.is_storage_failure() {
+                self.stop(storage_unavailable(error));
+            }
+        }
+        appended.map(|()| number)
     }
 
     /// Like [`emit`](Self::emit) for events whose loss must not end the turn (progress
@@ -58,8 +179,95 @@ impl Emitter {
     }
 
     /// Waits until every event emitted so far is durable (and has been delivered to live
-    /// subscribers).
+    /// subscribers). Reports only this context's refused events, and ends their refusal
+    /// after a failed write (see [`looopy_store::EventLog::flush_context`]).
     pub(crate) async fn flush(&self) -> Result<(), StoreError> {
-        self.inner.store.event_log().flush().await
+        self.inner
+            .store
+            .event_log()
+            .flush_context(self.context_id())
+            .await
+    }
+
+    /// After events were refused: number the next events after what the log really holds,
+    /// so the context's log stays gapless.
+    pub(crate) async fn resync(&self) -> Result<(), StoreError> {
+        let mut state = self.inner.state.lock().await;
+        let last = self
+            .inner
+            .store
+            .event_log()
+            .last_seq(self.context_id())
+            .await?;
+        state.seq = Sequencer::starting_after(last);
+        Ok(())
+    }
+}
+
+/// The error a turn fails with when its events cannot be written.
+pub(crate) fn storage_unavailable(error: &StoreError) -> ErrorInfo {
+    ErrorInfo {
+        code: error_code::STORAGE_UNAVAILABLE.into(),
+        message: format!("the turn's events could not be stored: {error}"),
+        retryable: true,
+    }
+}
+
+/// About how many bytes `payload` adds to the log: exact for the text of deltas (the bulk
+/// of any large turn) without serializing them, the serialized length for everything else.
+fn approximate_size(payload: &EventPayload) -> u64 {
+    /// Stamp, kind and field names around the text of an event.
+    const ENVELOPE: u64 = 160;
+    let text = match payload {
+        EventPayload::ContentDelta(delta) => delta.delta.len(),
+        EventPayload::ContentComplete(complete) => complete.content.len(),
+        other => {
+            let mut counter = ByteCounter(0);
+            if serde_json::to_writer(&mut counter, other).is_err() {
+                return ENVELOPE;
+            }
+            return counter.0 + ENVELOPE;
+        }
+    };
+    u64::try_from(text)
+        .unwrap_or(u64::MAX)
+        .saturating_add(ENVELOPE)
+}
+
+/// A writer that only counts.
+struct ByteCounter(u64);
+
+impl std::io::Write for ByteCounter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len() as u64;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use looopy_protocol::event::{ContentDelta, TaskStatus};
+    use looopy_protocol::{Metadata, TaskState};
+
+    #[test]
+    fn sizes_count_the_text_and_an_envelope() {
+        let delta = EventPayload::ContentDelta(ContentDelta {
+            delta: "x".repeat(1000),
+            index: 0,
+        });
+        assert_eq!(approximate_size(&delta), 1160);
+        let status = EventPayload::TaskStatus(TaskStatus {
+            status: TaskState::Working,
+            message: Some("y".repeat(500)),
+            error: None,
+            metadata: Metadata::new(),
+        });
+        let size = approximate_size(&status);
+        assert!((660..900).contains(&size), "{size}");
     }
 }

@@ -1,7 +1,7 @@
 //! The one error type of the agent layer, with stable codes and HTTP statuses so the server
 //! can map it without matching on messages.
 
-use looopy_protocol::TaskState;
+use looopy_protocol::{TaskState, error_code};
 use looopy_store::StoreError;
 
 /// Why an agent operation was refused or failed. (A turn that fails is not an error of the
@@ -49,6 +49,10 @@ pub enum AgentError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The store cannot be written right now (disk full, I/O errors, a read-only file
+    /// system): no turn starts until a write succeeds again (each request probes).
+    #[error("storage unavailable: {0}")]
+    StorageUnavailable(String),
     /// Saved resume state could not be read, or a turn's task died unexpectedly.
     #[error("internal error: {0}")]
     Internal(String),
@@ -67,7 +71,9 @@ impl AgentError {
             Self::NotRunning { .. } => "not_running",
             Self::InvalidId { .. } => "invalid_id",
             Self::Forbidden(_) => "forbidden",
-            Self::Store(_) => "store_error",
+            Self::StorageUnavailable(_) => error_code::STORAGE_UNAVAILABLE,
+            Self::Store(e) if e.is_storage_failure() => error_code::STORAGE_UNAVAILABLE,
+            Self::Store(_) => error_code::STORE_ERROR,
             Self::Internal(_) => "internal",
         }
     }
@@ -83,13 +89,18 @@ impl AgentError {
             Self::NotFound(_) => 404,
             Self::InvalidInput(_) | Self::InvalidId { .. } => 400,
             Self::Forbidden(_) => 403,
+            Self::StorageUnavailable(_) => 503,
+            Self::Store(e) if e.is_storage_failure() => 503,
             Self::Store(_) | Self::Internal(_) => 500,
         }
     }
 
     /// Whether trying the same call later may succeed.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Self::Busy { .. } | Self::Store(_))
+        matches!(
+            self,
+            Self::Busy { .. } | Self::Store(_) | Self::StorageUnavailable(_)
+        )
     }
 }
 
@@ -109,5 +120,11 @@ mod tests {
         let bad = AgentError::InvalidInput("x".into());
         assert_eq!(bad.http_status(), 400);
         assert!(busy.is_retryable() && !nf.is_retryable());
+        let full = AgentError::StorageUnavailable("database or disk is full".into());
+        assert_eq!(
+            (full.code(), full.http_status()),
+            ("storage_unavailable", 503)
+        );
+        assert!(full.is_retryable());
     }
 }

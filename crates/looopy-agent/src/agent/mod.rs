@@ -4,13 +4,14 @@
 mod active;
 mod follow;
 mod handle;
+mod storage;
 
 use std::sync::Arc;
 
 use looopy_llm::Provider;
-use looopy_protocol::event::{ErrorInfo, Initiator, TaskComplete, TaskCreated, TaskStatus};
+use looopy_protocol::event::{ErrorInfo, Initiator, TaskCreated, TaskStatus};
 use looopy_protocol::ids::{is_valid_id, new_task_id};
-use looopy_protocol::{EventPayload, Message, Metadata, Sequencer, Stamp, TaskState};
+use looopy_protocol::{EventPayload, Message, Metadata, TaskState, error_code};
 use looopy_store::{Store, StoreError, TaskRecord};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -20,7 +21,6 @@ pub use handle::TurnHandle;
 
 use crate::AgentError;
 use crate::config::AgentConfig;
-use crate::emit::Emitter;
 use crate::tool::{ArgumentValidator, ToolRegistry};
 use crate::turn::{Counters, PendingTurn, Shared, Turn, TurnEnd};
 use active::{ActiveRuns, Claim};
@@ -31,6 +31,7 @@ use active::{ActiveRuns, Claim};
 pub struct Agent {
     shared: Shared,
     runs: ActiveRuns,
+    unrecorded: storage::Unrecorded,
 }
 
 impl std::fmt::Debug for Agent {
@@ -64,6 +65,7 @@ impl Agent {
                 config: Arc::new(config),
             },
             runs: ActiveRuns::default(),
+            unrecorded: storage::Unrecorded::default(),
         }
     }
 
@@ -97,6 +99,8 @@ impl Agent {
                 value: context_id.to_string(),
             });
         }
+        // After a storage failure: 503 until a probe write succeeds.
+        self.ensure_writable().await?;
         let task_id = new_task_id();
         let cancel = CancellationToken::new();
         let claim = self.runs.claim(context_id, &task_id, cancel.clone())?;
@@ -130,7 +134,7 @@ impl Agent {
         let record = TaskRecord::new(&task_id, context_id, TaskState::Working);
         store.put_task(&record).await?;
         let user = Message::user(message);
-        let emitter = self.emitter(context_id, &task_id, start_seq);
+        let emitter = self.emitter(context_id, &task_id, start_seq, (0, 0));
         let registered = async {
             store
                 .append_messages(context_id, std::slice::from_ref(&user))
@@ -176,6 +180,7 @@ impl Agent {
         value: Value,
     ) -> Result<TurnHandle, AgentError> {
         let record = self.task(task_id).await?;
+        self.ensure_writable().await?;
         let cancel = CancellationToken::new();
         let claim = self
             .runs
@@ -199,8 +204,13 @@ impl Agent {
         let store = &self.shared.store;
         let start_seq = store.event_log().last_seq(&context_id).await?;
         let stored = store.load_messages(&context_id).await?;
-        let emitter = self.emitter(&context_id, task_id, start_seq);
         let counters = pending.counters;
+        let emitter = self.emitter(
+            &context_id,
+            task_id,
+            start_seq,
+            (counters.events, counters.bytes),
+        );
         let turn = Turn::new(
             self.shared.clone(),
             emitter,
@@ -288,7 +298,7 @@ impl Agent {
         let context_id = record.context_id.clone();
         let store = &self.shared.store;
         let start_seq = store.event_log().last_seq(&context_id).await?;
-        let emitter = self.emitter(&context_id, task_id, start_seq);
+        let emitter = self.emitter(&context_id, task_id, start_seq, (0, 0));
         let pending = record.pending.as_ref().and_then(PendingTurn::from_value);
         let counters = pending.as_ref().map(|p| p.counters).unwrap_or_default();
         let stored = match &pending {
@@ -328,35 +338,12 @@ impl Agent {
                 tracing::warn!(task_id = %record.task_id, "orphaned task's context is busy; skipped");
                 continue;
             };
-            let start_seq = self
-                .shared
-                .store
-                .event_log()
-                .last_seq(&record.context_id)
-                .await?;
-            let emitter = self.emitter(&record.context_id, &record.task_id, start_seq);
             let error = record.error.clone().unwrap_or_else(|| ErrorInfo {
-                code: "interrupted".into(),
+                code: error_code::INTERRUPTED.into(),
                 message: reason.to_string(),
                 retryable: true,
             });
-            emitter
-                .emit(EventPayload::TaskStatus(TaskStatus {
-                    status: TaskState::Failed,
-                    message: Some(error.message.clone()),
-                    error: Some(error),
-                    metadata: Metadata::new(),
-                }))
-                .await?;
-            emitter
-                .emit(EventPayload::TaskComplete(TaskComplete {
-                    status: TaskState::Failed,
-                    content: None,
-                    artifacts: Vec::new(),
-                    metadata: Metadata::new(),
-                }))
-                .await?;
-            emitter.flush().await?;
+            self.log_failure(&record, error).await?;
             drop(claim);
             tracing::info!(task_id = %record.task_id, "orphaned task marked failed");
             ids.push(record.task_id);
@@ -365,9 +352,7 @@ impl Agent {
     }
 
     async fn task(&self, task_id: &str) -> Result<TaskRecord, AgentError> {
-        self.shared
-            .store
-            .get_task(task_id)
+        self.get_task(task_id)
             .await?
             .ok_or_else(|| AgentError::NotFound(task_id.to_string()))
     }
@@ -391,19 +376,11 @@ impl Agent {
             })
     }
 
-    fn emitter(&self, context_id: &str, task_id: &str, after_seq: u64) -> Emitter {
-        Emitter::new(
-            self.shared.store.clone(),
-            Stamp::new(context_id, task_id),
-            Sequencer::starting_after(after_seq),
-        )
-    }
-
     /// A task record written for a turn that could not start is marked failed.
     async fn abandon(&self, mut record: TaskRecord, error: &StoreError) {
         record.state = TaskState::Failed;
         record.error = Some(ErrorInfo {
-            code: "store_error".into(),
+            code: error_code::STORE_ERROR.into(),
             message: error.to_string(),
             retryable: true,
         });
@@ -419,27 +396,14 @@ impl Agent {
         let cancel = turn.cancel.clone();
         let run_done = CancellationToken::new();
         let done_on_exit = run_done.clone().drop_guard();
+        let agent = self.clone();
         let join = tokio::spawn(async move {
             let _done_on_exit = done_on_exit;
             let result = match work {
                 Work::Start => turn.drive().await,
                 Work::Resume(pending, value) => turn.resume(*pending, value).await,
             };
-            let outcome = match result {
-                Ok(end) => turn.finish(end).await.map_err(AgentError::from),
-                Err(error) => {
-                    tracing::error!(%error, task_id = %turn.record.task_id, "turn failed: store error");
-                    let end = TurnEnd::Failed(ErrorInfo {
-                        code: "store_error".into(),
-                        message: error.to_string(),
-                        retryable: true,
-                    });
-                    if let Err(e) = turn.finish(end).await {
-                        tracing::error!(error = %e, "could not record the failure");
-                    }
-                    Err(AgentError::from(error))
-                }
-            };
+            let outcome = agent.end_run(&mut turn, result).await;
             // Released only now: every event of the run is durable, so the next run of
             // this context continues the sequence from the log.
             drop(claim);

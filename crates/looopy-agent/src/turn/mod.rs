@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use looopy_llm::{ChatRequest, Provider};
 use looopy_protocol::event::{Checkpoint, ErrorInfo, InputRequired, LlmCall, TaskStatus};
-use looopy_protocol::{EventPayload, Message, Metadata, TaskState};
+use looopy_protocol::{EventPayload, Message, Metadata, TaskState, error_code};
 use looopy_store::{Store, StoreError, TaskRecord, trim_history};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -107,6 +107,7 @@ impl Turn {
             cancel: cancel.clone(),
             running: Default::default(),
         };
+        emitter.stop_on(cancel.clone());
         let stored_count = stored.len();
         let history = match shared.config.history_limit {
             Some(limit) => trim_history(&stored, limit),
@@ -182,7 +183,7 @@ impl Turn {
             }
             if self.counters.iteration >= max {
                 return Ok(TurnEnd::Failed(ErrorInfo {
-                    code: "max_iterations".into(),
+                    code: error_code::MAX_ITERATIONS.into(),
                     message: format!("the turn needed more than {max} model calls"),
                     retryable: false,
                 }));
@@ -316,6 +317,8 @@ impl Turn {
             });
         }
         let request = request.unwrap_or_else(|| InputRequest::clarification(""));
+        // The size limits span the whole turn, pauses included.
+        (self.counters.events, self.counters.bytes) = self.emitter.counted().await;
         let pending = PendingTurn {
             version: PENDING_VERSION,
             counters: self.counters,

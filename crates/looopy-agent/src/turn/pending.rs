@@ -43,6 +43,12 @@ pub(crate) struct Counters {
     /// Next `thought-stream` index.
     pub(crate) thought_index: u64,
     pub(crate) tokens_used: u64,
+    /// Events and bytes of event text the turn has produced, for its size limits
+    /// (absent in records written before the limits existed: counted from the resume on).
+    #[serde(default)]
+    pub(crate) events: u64,
+    #[serde(default)]
+    pub(crate) bytes: u64,
 }
 
 /// One call of the paused batch and, once known, its result.
@@ -132,6 +138,8 @@ mod tests {
                 content_index: 5,
                 thought_index: 1,
                 tokens_used: 40,
+                events: 12,
+                bytes: 3000,
             },
             content: "let me ask".into(),
             reasoning: vec![],

@@ -1,0 +1,219 @@
+//! What the agent does when the store cannot be written (disk full, I/O errors, a read-only
+//! file system), so a failing disk fails turns visibly instead of leaving them silently
+//! `working`:
+//!
+//! - A run whose events or records cannot be written stops (see `Emitter`), and ends
+//!   `failed` with code `storage_unavailable`. When even that end cannot be stored, the
+//!   failed record is kept in memory: [`Agent::get_task`] reports it, and it is written to
+//!   the store (record and terminal events) as soon as writes work again.
+//! - New turns and resumes are refused with [`AgentError::StorageUnavailable`] (HTTP 503)
+//!   while the store reports failed writes; each refused request first probes the store
+//!   with a tiny write ([`Store::check_writable`]), so the first request after the disk has
+//!   room again goes through — nothing polls in the background.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use looopy_protocol::event::{ErrorInfo, TaskComplete, TaskStatus};
+use looopy_protocol::{EventPayload, Metadata, TaskState, error_code};
+use looopy_store::{StoreError, TaskRecord};
+use tokio_util::sync::CancellationToken;
+
+use super::Agent;
+use crate::AgentError;
+use crate::emit::{Emitter, storage_unavailable};
+use crate::turn::{Turn, TurnEnd};
+
+/// Failed tasks whose end could not be stored, by task id.
+#[derive(Clone, Default)]
+pub(super) struct Unrecorded(Arc<Mutex<HashMap<String, TaskRecord>>>);
+
+impl Unrecorded {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, TaskRecord>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Agent {
+    /// A task's record as this process knows it: the stored one, or — when its failure
+    /// could not be stored — the failed record held in memory until writes work again.
+    pub async fn get_task(&self, task_id: &str) -> Result<Option<TaskRecord>, AgentError> {
+        if let Some(record) = self.unrecorded.lock().get(task_id) {
+            return Ok(Some(record.clone()));
+        }
+        Ok(self.shared.store.get_task(task_id).await?)
+    }
+
+    /// Ok when the store can be written (probing it after a failure), after writing down
+    /// the failures that could not be stored before; `StorageUnavailable` otherwise.
+    pub(super) async fn ensure_writable(&self) -> Result<(), AgentError> {
+        self.shared
+            .store
+            .check_writable()
+            .await
+            .map_err(|error| AgentError::StorageUnavailable(error.to_string()))?;
+        self.record_unrecorded().await;
+        Ok(())
+    }
+
+    /// Writes the held failures to the store: the record, then `task-status: failed` and
+    /// `task-complete` in the log. What still cannot be written stays held.
+    async fn record_unrecorded(&self) {
+        let held: Vec<TaskRecord> = self.unrecorded.lock().values().cloned().collect();
+        for record in held {
+            let Ok(claim) = self.runs.claim(
+                &record.context_id,
+                &record.task_id,
+                CancellationToken::new(),
+            ) else {
+                continue; // its context is busy now; next time
+            };
+            let written = async {
+                self.shared.store.put_task(&record).await?;
+                let error = record.error.clone().unwrap_or_else(|| ErrorInfo {
+                    code: error_code::STORAGE_UNAVAILABLE.into(),
+                    message: "the turn's events could not be stored".into(),
+                    retryable: true,
+                });
+                self.log_failure(&record, error).await
+            };
+            match written.await {
+                Ok(()) => {
+                    self.unrecorded.lock().remove(&record.task_id);
+                    tracing::info!(task_id = %record.task_id, "stored the failure of a task that storage could not take before");
+                }
+                Err(error) => {
+                    tracing::warn!(%error, task_id = %record.task_id, "still cannot store the task's failure");
+                }
+            }
+            drop(claim);
+        }
+    }
+
+    /// Appends `task-status: failed` (with `error`) and `task-complete` for a task that is
+    /// not running, numbered after the log's last event of its context, and makes them
+    /// durable. The caller holds the context's claim.
+    pub(super) async fn log_failure(
+        &self,
+        record: &TaskRecord,
+        error: ErrorInfo,
+    ) -> Result<(), StoreError> {
+        let start_seq = self
+            .shared
+            .store
+            .event_log()
+            .last_seq(&record.context_id)
+            .await?;
+        let emitter = self.emitter(&record.context_id, &record.task_id, start_seq, (0, 0));
+        let logged = async {
+            emitter
+                .emit(EventPayload::TaskStatus(TaskStatus {
+                    status: TaskState::Failed,
+                    message: Some(error.message.clone()),
+                    error: Some(error),
+                    metadata: Metadata::new(),
+                }))
+                .await?;
+            emitter
+                .emit(EventPayload::TaskComplete(TaskComplete {
+                    status: TaskState::Failed,
+                    content: None,
+                    artifacts: Vec::new(),
+                    metadata: Metadata::new(),
+                }))
+                .await?;
+            Ok::<(), StoreError>(())
+        };
+        let logged = logged.await;
+        // Always: it also ends the refusal of the context's events after a failed write.
+        let flushed = emitter.flush().await;
+        logged.and(flushed)
+    }
+
+    /// Ends a run: maps how it went to the task's end (a stop from the emitter — size
+    /// limits, storage — wins over the loop's own ending), records it, and when that cannot
+    /// be stored keeps the failure in memory.
+    pub(super) async fn end_run(
+        &self,
+        turn: &mut Turn,
+        result: Result<TurnEnd, StoreError>,
+    ) -> Result<TaskState, AgentError> {
+        let task_id = turn.record.task_id.clone();
+        let (end, run_error) = match result {
+            Ok(end) => match turn.emitter.stop_reason() {
+                Some(reason) => (TurnEnd::Failed(reason), None),
+                None => (end, None),
+            },
+            Err(error) => {
+                tracing::error!(%error, %task_id, "turn failed: store error");
+                let reason = turn.emitter.stop_reason().unwrap_or_else(|| {
+                    if error.is_storage_failure() {
+                        storage_unavailable(&error)
+                    } else {
+                        ErrorInfo {
+                            code: error_code::STORE_ERROR.into(),
+                            message: error.to_string(),
+                            retryable: true,
+                        }
+                    }
+                });
+                // Events of this run may have been refused: end the refusal and number
+                // the closing events after what the log really holds (gapless).
+                if let Err(refused) = turn.emitter.flush().await {
+                    tracing::debug!(error = %refused, %task_id, "events of the failed run");
+                }
+                if let Err(e) = turn.emitter.resync().await {
+                    tracing::warn!(error = %e, %task_id, "cannot read the log's last event");
+                }
+                (TurnEnd::Failed(reason), Some(error))
+            }
+        };
+        match turn.finish(end).await {
+            Ok(state) => match run_error {
+                None => Ok(state),
+                Some(error) => Err(AgentError::from(error)),
+            },
+            Err(error) => {
+                tracing::error!(%error, %task_id, "could not store the end of the turn; holding its failure in memory");
+                if let Err(refused) = turn.emitter.flush().await {
+                    tracing::debug!(error = %refused, %task_id, "events of the failed run");
+                }
+                let mut record = turn.record.clone();
+                record.state = TaskState::Failed;
+                record.result = None;
+                record.pending = None;
+                record.error = Some(
+                    turn.emitter
+                        .stop_reason()
+                        .filter(|r| r.code == error_code::STORAGE_UNAVAILABLE)
+                        .unwrap_or_else(|| storage_unavailable(&error)),
+                );
+                record.updated_at = chrono::Utc::now();
+                self.unrecorded.lock().insert(task_id, record);
+                Err(AgentError::from(run_error.unwrap_or(error)))
+            }
+        }
+    }
+
+    /// The emitter of `task_id`'s events, numbered after `after_seq`; `counted` is the
+    /// turn's size before this run (see `AgentConfig::max_turn_events`).
+    pub(super) fn emitter(
+        &self,
+        context_id: &str,
+        task_id: &str,
+        after_seq: u64,
+        counted: (u64, u64),
+    ) -> Emitter {
+        let config = &self.shared.config;
+        Emitter::new(
+            self.shared.store.clone(),
+            looopy_protocol::Stamp::new(context_id, task_id),
+            looopy_protocol::Sequencer::starting_after(after_seq),
+            crate::emit::TurnLimits {
+                max_events: config.max_turn_events,
+                max_bytes: config.max_turn_bytes,
+            },
+            counted,
+        )
+    }
+}
