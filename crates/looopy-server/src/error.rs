@@ -172,6 +172,16 @@ impl From<AgentError> for ApiError {
                 Ok(status) if status.is_client_error() => {
                     Self::new(status, error.code(), error.to_string())
                 }
+                // Storage is failing (disk full, I/O errors): 503 `storage_unavailable`
+                // until a write succeeds again; retrying later is the right reaction.
+                Ok(StatusCode::SERVICE_UNAVAILABLE) => {
+                    tracing::warn!(%error, "refusing work while storage is unavailable");
+                    Self::new(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        error.code(),
+                        "storage is unavailable (the database cannot be written); try again later",
+                    )
+                }
                 _ => Self::internal("running the agent", &error),
             },
         }

@@ -90,6 +90,7 @@ impl AppState {
             config.subscriber_buffer,
             stopped.clone(),
         )?;
+        router.watch_storage_failures(agent.store().event_log().subscribe_failures());
         Ok(Self {
             inner: Arc::new(Inner {
                 auth: Authenticator::new(&config.tokens),
@@ -217,7 +218,7 @@ impl AppState {
 
     async fn has_settled(&self, task_id: &str) -> bool {
         matches!(
-            self.store().get_task(task_id).await,
+            self.agent().get_task(task_id).await,
             Ok(Some(task)) if task.state.is_terminal() || task.state.is_interrupted()
         )
     }
@@ -282,7 +283,9 @@ impl AppState {
         if !is_valid_id(task_id) {
             return Err(ApiError::invalid_id("taskId"));
         }
-        let Some(task) = self.store().get_task(task_id).await? else {
+        // Through the agent: a task whose failure storage could not take is reported
+        // `failed` from memory until it can be stored.
+        let Some(task) = self.agent().get_task(task_id).await? else {
             return Err(ApiError::not_found("task", task_id));
         };
         match self.store().get_context(&task.context_id).await? {

@@ -26,6 +26,8 @@ pub(crate) struct Mailbox {
     closed: AtomicBool,
     /// Closed because the subscriber fell behind.
     lagged: AtomicBool,
+    /// Closed because its context's events could not be written.
+    storage_failed: AtomicBool,
     /// The stream is gone or ended: the router drops the slot.
     finished: AtomicBool,
 }
@@ -59,6 +61,16 @@ impl Mailbox {
 
     pub(crate) fn lagged(&self) -> bool {
         self.lagged.load(Ordering::Acquire)
+    }
+
+    /// Router side: the context's events can no longer be written; nothing more will come.
+    pub(crate) fn close_storage_failed(&self) {
+        self.storage_failed.store(true, Ordering::Release);
+        self.close(false);
+    }
+
+    pub(crate) fn storage_failed(&self) -> bool {
+        self.storage_failed.load(Ordering::Acquire)
     }
 
     /// Stream side: it will take nothing more.

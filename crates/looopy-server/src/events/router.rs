@@ -13,6 +13,11 @@
 //! a client that keeps up. Nothing is lost: every event is durable before the router sees
 //! it, so the client resumes from the log with `Last-Event-ID`. The agent and the other
 //! subscribers never slow down.
+//!
+//! When the log reports that a context's events could not be written (disk full, I/O
+//! errors; see [`EventRouter::watch_storage_failures`]), that context's subscribers are
+//! closed: their streams end with `: storage unavailable` after what they have buffered,
+//! and clients that reconnect replay what was logged. Other contexts are not touched.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -21,7 +26,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use looopy_protocol::Event;
-use looopy_store::Batch;
+use looopy_store::{Batch, StorageFailure};
 use tokio::runtime::Handle;
 use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
@@ -157,6 +162,8 @@ struct Inner {
     router_lags: AtomicU64,
     /// Where timers of disconnected subscribers run (the router itself is a thread).
     runtime: Handle,
+    /// Cancelled when the router stops (ends the storage-failure watcher).
+    stop: CancellationToken,
 }
 
 impl Inner {
@@ -233,6 +240,17 @@ impl Inner {
             }
         }
         self.delivered.fetch_add(delivered, Ordering::Relaxed);
+    }
+
+    /// Ends the live streams of a context whose events could not be written.
+    fn fail_context(&self, context_id: &str) {
+        let slots = self.lock().remove(context_id).unwrap_or_default();
+        if !slots.is_empty() {
+            tracing::warn!(%context_id, streams = slots.len(), "closing the streams of a context whose events cannot be stored");
+        }
+        for slot in slots {
+            slot.mailbox.close_storage_failed();
+        }
     }
 
     /// Stops routing: live streams end once drained; later subscribers get replay only.
@@ -330,6 +348,7 @@ impl EventRouter {
             disconnected: AtomicU64::new(0),
             router_lags: AtomicU64::new(0),
             runtime: runtime.clone(),
+            stop: stop.clone(),
         });
         let thread_inner = Arc::clone(&inner);
         std::thread::Builder::new()
@@ -370,6 +389,36 @@ impl EventRouter {
             context_id,
             id,
         }
+    }
+
+    /// Closes the streams of every context the log reports as failing to be written (see
+    /// the module docs), until `failures` closes. Must be called inside a tokio runtime.
+    pub fn watch_storage_failures(&self, mut failures: broadcast::Receiver<StorageFailure>) {
+        let router = self.clone();
+        let stop = self.inner.stop.clone();
+        self.inner.runtime.spawn(async move {
+            loop {
+                let failure = tokio::select! {
+                    () = stop.cancelled() => return,
+                    failure = failures.recv() => failure,
+                };
+                match failure {
+                    Ok(failure) => router.fail_context(&failure.context_id),
+                    // Missed notices: their contexts' turns fail anyway and their streams
+                    // still end when the client reconnects; nothing to catch up on.
+                    Err(broadcast::error::RecvError::Lagged(missed)) => {
+                        tracing::warn!(missed, "missed storage-failure notices");
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        });
+    }
+
+    /// Ends the live streams of `context_id` with `: storage unavailable` (what the
+    /// storage-failure watcher does).
+    pub(crate) fn fail_context(&self, context_id: &str) {
+        self.inner.fail_context(context_id);
     }
 
     /// Counters so far.

@@ -74,6 +74,9 @@ pub enum EndReason {
     LogClosed,
     /// Reading the log failed (logged); resume with `Last-Event-ID`.
     StoreFailed,
+    /// Events of the context could not be written (disk full, I/O errors): its running
+    /// turn has failed. Reconnecting shows what was logged.
+    StorageUnavailable,
 }
 
 impl EndReason {
@@ -85,6 +88,7 @@ impl EndReason {
             Self::Shutdown => "server shutting down; reconnect with Last-Event-ID to resume",
             Self::LogClosed => "event log closed",
             Self::StoreFailed => "event log read failed; reconnect with Last-Event-ID to resume",
+            Self::StorageUnavailable => "storage unavailable",
         }
     }
 }
@@ -261,8 +265,11 @@ impl Stream for EventStream {
                     match this.registration.mailbox.poll_take(cx) {
                         Poll::Ready(Some(next)) => *run = Some(next),
                         Poll::Ready(None) => {
-                            let reason = if this.registration.mailbox.lagged() {
+                            let mailbox = &this.registration.mailbox;
+                            let reason = if mailbox.lagged() {
                                 EndReason::Lagged
+                            } else if mailbox.storage_failed() {
+                                EndReason::StorageUnavailable
                             } else {
                                 EndReason::LogClosed
                             };

@@ -238,3 +238,26 @@ async fn live_frames_are_encoded_once_and_shared() {
         "one encoding shared by both subscribers"
     );
 }
+
+#[tokio::test]
+async fn a_storage_failure_ends_only_that_contexts_streams_after_what_they_have() {
+    let f = Fixture::new(4096);
+    let mut frames = EventFrames::new(f.stream(0, all(), CloseRule::Never));
+    let other = f.router.register(Arc::from("other"), None);
+    f.append("t", 3).await;
+    // What the storage-failure watcher does when the log reports "ctx" failing.
+    f.router.fail_context("ctx");
+    let body: Vec<bytes::Bytes> = within_test_patience(frames.by_ref().collect()).await;
+    let text: String = body
+        .iter()
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .collect();
+    assert_eq!(text.matches("event: content-delta").count(), 3, "{text}");
+    assert!(text.ends_with(": storage unavailable\n\n"), "{text}");
+    assert!(!other.mailbox.is_finished() && !other.mailbox.storage_failed());
+    assert_eq!(
+        f.router.stats().subscribers,
+        1,
+        "the other context's subscriber stays"
+    );
+}
