@@ -59,6 +59,11 @@ fn main() -> ExitCode {
     });
     match result {
         Ok(code) => code,
+        // One writer per database, or a damaged one: a usage error, like clap's.
+        Err(e) if e.downcast_ref::<agent_setup::DatabaseRefused>().is_some() => {
+            eprintln!("looopy: {e:#}");
+            ExitCode::from(2)
+        }
         Err(e) => {
             eprintln!("looopy: {e:#}");
             ExitCode::FAILURE

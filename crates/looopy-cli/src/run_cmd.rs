@@ -10,6 +10,7 @@ use anyhow::{Context, Result};
 use futures::StreamExt;
 use looopy_agent::{Agent, TurnHandle};
 use looopy_protocol::{EventPayload, TaskState, ids};
+use looopy_store::{Store, StoreError};
 
 use crate::agent_setup;
 use crate::cli::{ResumeArgs, RunArgs};
@@ -61,7 +62,10 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
 }
 
 pub async fn resume(args: ResumeArgs) -> Result<ExitCode> {
-    let (agent, _) = agent_setup::build(&args.agent).await?;
+    let (agent, _) = match agent_setup::build(&args.agent).await {
+        Ok(built) => built,
+        Err(error) => return refused_resume(&args, error).await,
+    };
     let task = agent
         .store()
         .get_task(&args.task)
@@ -79,6 +83,53 @@ pub async fn resume(args: ResumeArgs) -> Result<ExitCode> {
     let handle = agent.provide_input(&task.task_id, &input_id, value).await?;
     let mut lines = (!args.json && std::io::stdin().is_terminal()).then(Lines::stdin);
     drive(&agent, handle, style(args.json), lines.as_mut()).await
+}
+
+/// `looopy resume` while a server writes the database (one writer per database): the
+/// answer has to go through the server, so say how — with the task's pending input id,
+/// read from the database read-only. Any other failure is returned as it is.
+async fn refused_resume(args: &ResumeArgs, error: anyhow::Error) -> Result<ExitCode> {
+    let Some(agent_setup::DatabaseRefused(StoreError::Locked { path, holder })) =
+        error.downcast_ref()
+    else {
+        return Err(error);
+    };
+    let is_server = holder.address.is_some()
+        || holder.command.as_deref().is_some_and(|c| c.ends_with(" serve"));
+    if !is_server {
+        return Err(error);
+    }
+    let input_id = match args.input_id.clone() {
+        Some(id) => Some(id),
+        None => pending_input_id(path, &args.task).await,
+    };
+    let value = serde_json::from_str(&args.value)
+        .unwrap_or_else(|_| serde_json::Value::String(args.value.clone()));
+    let body = serde_json::json!({
+        "inputId": input_id.as_deref().unwrap_or("<inputId>"),
+        "value": value,
+    });
+    let base = holder.address.as_deref().unwrap_or("http://<server>");
+    eprintln!(
+        "looopy resume: {} is in use by {holder}, and only one process may write it.
+         Answer through the server instead:
+           POST {base}/v1/tasks/{task}/input {body}
+           e.g. curl -X POST {base}/v1/tasks/{task}/input -H 'content-type: application/json' -d '{body}'",
+        path.display(),
+        task = args.task,
+    );
+    Ok(ExitCode::from(2))
+}
+
+/// The input id `task_id` waits for, read without taking the database's writer lock.
+async fn pending_input_id(db: &std::path::Path, task_id: &str) -> Option<String> {
+    let store = Store::open_read_only(db).ok()?;
+    let task = store.get_task(task_id).await.ok()??;
+    task.pending?
+        .get("input")?
+        .get("inputId")?
+        .as_str()
+        .map(str::to_string)
 }
 
 fn style(json: bool) -> Style {

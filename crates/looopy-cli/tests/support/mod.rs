@@ -88,7 +88,9 @@ pub fn start(mut command: Command) -> Server {
         move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 if let Some(addr) = line.split("serving on ").nth(1) {
-                    let _ = tx.send(addr.trim().to_string());
+                    // The line reads "looopy serving on http://ADDR".
+                    let addr = addr.trim();
+                    let _ = tx.send(addr.strip_prefix("http://").unwrap_or(addr).to_string());
                 }
                 lines.lock().unwrap().push(line);
             }
