@@ -163,9 +163,21 @@ pub struct ServeArgs {
     /// Maximum request body in bytes.
     #[arg(long, default_value_t = 1024 * 1024)]
     pub body_limit: usize,
-    /// Maximum concurrent event streams per principal.
-    #[arg(long, default_value_t = 64)]
+    /// Maximum concurrent event streams of the whole server (503 beyond); an idle stream
+    /// costs about 13 KiB and a file descriptor.
+    #[arg(long, default_value_t = 10_000)]
     pub max_streams: usize,
+    /// Maximum concurrent event streams per token (429 beyond).
+    #[arg(long, default_value_t = 64)]
+    pub max_streams_per_principal: usize,
+    /// Without --token: maximum concurrent event streams per client IP address (IPv6:
+    /// per /64) (429 beyond).
+    #[arg(long, default_value_t = 32)]
+    pub max_streams_per_client: usize,
+    /// End `GET …/events` streams after this many seconds (clients resume with
+    /// Last-Event-ID); by default they stay open until the client leaves.
+    #[arg(long, value_name = "SECS")]
+    pub max_stream_lifetime: Option<u64>,
     #[command(flatten)]
     pub agent: AgentArgs,
 }

@@ -37,16 +37,14 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
         keepalive: Duration::from_secs(args.keepalive_secs.max(1)),
         cors_origins: args.cors_origins,
         body_limit: args.body_limit,
-        max_streams_per_principal: args.max_streams,
+        max_streams: args.max_streams,
+        max_streams_per_principal: args.max_streams_per_principal,
+        max_streams_per_client: args.max_streams_per_client,
+        max_stream_lifetime: args.max_stream_lifetime.map(Duration::from_secs),
         ..ServerConfig::default()
     };
     let bound = looopy_server::bind(config, agent).await?;
-    let url = format!("http://{}", bound.local_addr());
-    // So a second process refused the database can point its user here.
-    if let Err(error) = bound.state().store().set_holder_address(&url) {
-        tracing::warn!(%error, "could not record the server's address in the lock file");
-    }
-    eprintln!("looopy serving on {url}");
+    eprintln!("looopy serving on http://{}", bound.local_addr());
     bound.serve(shutdown_signal()).await?;
     Ok(ExitCode::SUCCESS)
 }

@@ -51,6 +51,8 @@ fn main() {
                 Arc::new(ScriptedProvider::new(script)),
                 |c| {
                     c.max_streams_per_principal = 1_000_000;
+                    c.max_streams_per_client = 1_000_000;
+                    c.max_streams = 1_000_000;
                 },
             ));
         return;

@@ -30,6 +30,8 @@ fn main() {
             .unwrap()
             .block_on(run_server_child(Arc::new(provider), |c| {
                 c.max_streams_per_principal = 1_000_000;
+                c.max_streams_per_client = 1_000_000;
+                c.max_streams = 1_000_000;
             }));
         return;
     }

@@ -57,11 +57,6 @@ impl Principal {
             Some(id) => owner == Some(&**id),
         }
     }
-
-    /// The key used for per-principal limits.
-    pub(crate) fn limit_key(&self) -> Arc<str> {
-        self.id.clone().unwrap_or_else(|| Arc::from(""))
-    }
 }
 
 /// The principal id of a token: `p-` and the first 16 hex digits of its SHA-256.

@@ -26,6 +26,19 @@ pub struct ServerConfig {
     pub body_limit: usize,
     /// Concurrent event streams one principal may hold open (429 beyond).
     pub max_streams_per_principal: usize,
+    /// Without tokens, concurrent event streams one client address (an IPv6 /64) may hold
+    /// open (429 beyond): anonymous callers are one principal, so they are told apart by
+    /// address instead (see the `limits` module).
+    pub max_streams_per_client: usize,
+    /// Concurrent event streams of the whole server (503 `server_busy` beyond). An idle
+    /// stream costs about 13 KiB (10,000 measured at 150 MiB, `BENCHMARKS.md`); each also
+    /// needs a file descriptor.
+    pub max_streams: usize,
+    /// Longest time one event stream stays open; it then ends with a `: stream lifetime
+    /// reached` comment and its slot is free. Clients reconnect with `Last-Event-ID`
+    /// (`EventSource` does so by itself) and miss nothing. `None`: streams stay open until
+    /// the client leaves.
+    pub max_stream_lifetime: Option<Duration>,
     /// Live events buffered per subscriber; a subscriber that falls this far behind is
     /// disconnected and resumes from the durable log when it reconnects.
     pub subscriber_buffer: usize,
@@ -46,6 +59,9 @@ impl Default for ServerConfig {
             retry: Duration::from_secs(3),
             body_limit: 1024 * 1024,
             max_streams_per_principal: 64,
+            max_streams_per_client: 32,
+            max_streams: 10_000,
+            max_stream_lifetime: None,
             subscriber_buffer: 1024,
             cors_origins: Vec::new(),
             shutdown_grace: Duration::from_secs(10),
@@ -63,6 +79,9 @@ impl std::fmt::Debug for ServerConfig {
             .field("retry", &self.retry)
             .field("body_limit", &self.body_limit)
             .field("max_streams_per_principal", &self.max_streams_per_principal)
+            .field("max_streams_per_client", &self.max_streams_per_client)
+            .field("max_streams", &self.max_streams)
+            .field("max_stream_lifetime", &self.max_stream_lifetime)
             .field("subscriber_buffer", &self.subscriber_buffer)
             .field("cors_origins", &self.cors_origins)
             .field("shutdown_grace", &self.shutdown_grace)
@@ -91,6 +110,15 @@ impl ServerConfig {
         if self.max_streams_per_principal == 0 {
             return invalid("max_streams_per_principal must be at least 1");
         }
+        if self.max_streams_per_client == 0 {
+            return invalid("max_streams_per_client must be at least 1");
+        }
+        if self.max_streams == 0 {
+            return invalid("max_streams must be at least 1");
+        }
+        if self.max_stream_lifetime.is_some_and(|d| d.is_zero()) {
+            return invalid("max_stream_lifetime must be longer than zero");
+        }
         if self.subscriber_buffer == 0 {
             return invalid("subscriber_buffer must be at least 1 event");
         }
@@ -117,6 +145,8 @@ mod tests {
         assert_eq!(c.retry, Duration::from_secs(3));
         assert_eq!(c.body_limit, 1 << 20);
         assert_eq!(c.max_streams_per_principal, 64);
+        assert_eq!((c.max_streams_per_client, c.max_streams), (32, 10_000));
+        assert_eq!(c.max_stream_lifetime, None);
         assert_eq!(c.subscriber_buffer, 1024);
         c.validate().unwrap();
     }
@@ -153,6 +183,18 @@ mod tests {
             },
             ServerConfig {
                 max_streams_per_principal: 0,
+                ..Default::default()
+            },
+            ServerConfig {
+                max_streams_per_client: 0,
+                ..Default::default()
+            },
+            ServerConfig {
+                max_streams: 0,
+                ..Default::default()
+            },
+            ServerConfig {
+                max_stream_lifetime: Some(Duration::ZERO),
                 ..Default::default()
             },
             ServerConfig {

@@ -76,7 +76,9 @@
 //!   wrong fields `invalid_body`, bad ids `invalid_id`, bad `Last-Event-ID`, unknown
 //!   `kinds`), 401 `unauthorized`, 404 `not_found` (also for other principals' contexts),
 //!   409 (`busy`, `waiting_input`, `not_waiting`, `wrong_input`, `not_running`), 413
-//!   `payload_too_large`, 415 `unsupported_media_type`, 429 `too_many_streams`, 503
-//!   `shutting_down`.
-//! - Problems of a stream itself (fell behind, shutdown, a failed log read) end it with a
-//!   comment naming the reason; the client resumes with `Last-Event-ID`.
+//!   `payload_too_large`, 415 `unsupported_media_type`, 429 `too_many_streams` (the
+//!   caller's share of event streams is in use), 503 `shutting_down`, 503 `server_busy`
+//!   (the server holds its maximum of event streams; see the `limits` module).
+//! - Problems of a stream itself (fell behind, shutdown, a failed log read, its optional
+//!   maximum lifetime) end it with a comment naming the reason; the client resumes with
+//!   `Last-Event-ID`.

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::auth::{Authenticator, Principal};
 use crate::events::{CloseRule, EventFilter, EventRouter, EventStream, StreamSource, Subscription};
-use crate::limits::{StreamLimiter, StreamPermit};
+use crate::limits::{StreamLimiter, StreamLimits, StreamOwner, StreamPermit};
 use crate::turns::Turns;
 use crate::{ApiError, ConnHandle, ServerConfig, ServerError};
 
@@ -94,7 +94,11 @@ impl AppState {
         Ok(Self {
             inner: Arc::new(Inner {
                 auth: Authenticator::new(&config.tokens),
-                limiter: StreamLimiter::new(config.max_streams_per_principal),
+                limiter: StreamLimiter::new(StreamLimits {
+                    per_principal: config.max_streams_per_principal,
+                    per_client: config.max_streams_per_client,
+                    total: config.max_streams,
+                }),
                 agent,
                 config,
                 router,
@@ -312,16 +316,23 @@ impl AppState {
         raw.parse().map_err(|_| invalid_last_event_id())
     }
 
-    /// Takes one of `principal`'s stream slots (429 when all are in use, 503 when
-    /// shutting down). Take it before starting work the stream would report on.
-    pub fn acquire_stream(&self, principal: &Principal) -> Result<StreamPermit, ApiError> {
+    /// Takes one of the caller's stream slots: `principal`'s, or for anonymous callers
+    /// those of the client address `conn` came from (429 when all are in use, 503 when the
+    /// server is full or shutting down; see the `limits` module). Take it before starting
+    /// work the stream would report on.
+    pub fn acquire_stream(
+        &self,
+        principal: &Principal,
+        conn: Option<&ConnHandle>,
+    ) -> Result<StreamPermit, ApiError> {
         if self.is_shutting_down() {
             return Err(ApiError::shutting_down());
         }
-        self.inner
+        let client = conn.map(|c| c.remote_addr().ip());
+        Ok(self
+            .inner
             .limiter
-            .try_acquire(principal.limit_key())
-            .ok_or_else(|| ApiError::too_many_streams(self.inner.limiter.max()))
+            .try_acquire(StreamOwner::of(principal, client))?)
     }
 
     /// Opens an event stream from a resume point the server knows to be valid (such as a

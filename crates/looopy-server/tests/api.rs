@@ -410,9 +410,10 @@ async fn the_input_flow_works_over_http() {
 }
 
 #[tokio::test]
-async fn streams_per_principal_are_limited() {
+async fn streams_per_anonymous_client_are_limited() {
+    // Without tokens the callers are anonymous: counted per client address.
     let server = TestServer::with_config(vec![Response::new().text("ok")], |c| {
-        c.max_streams_per_principal = 2;
+        c.max_streams_per_client = 2;
     })
     .await;
     let task = server.start_turn("ctx-lim", "go").await;

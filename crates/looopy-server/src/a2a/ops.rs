@@ -171,7 +171,9 @@ pub(crate) async fn send_streaming(
     params: SendParams,
 ) -> Result<Response, RpcError> {
     // The stream slot is taken first, so a refusal never leaves a turn nobody watches.
-    let permit = caller.state.acquire_stream(&caller.principal)?;
+    let permit = caller
+        .state
+        .acquire_stream(&caller.principal, caller.conn.as_ref())?;
     let begun = begin(caller, &params).await?;
     let TurnStarted {
         context_id,
@@ -230,7 +232,9 @@ pub(crate) async fn subscribe(caller: &Caller, task_id: &str) -> Result<Response
             snap.state
         )));
     }
-    let permit = caller.state.acquire_stream(&caller.principal)?;
+    let permit = caller
+        .state
+        .acquire_stream(&caller.principal, caller.conn.as_ref())?;
     let events = caller.state.open_stream(
         permit,
         caller.conn.clone(),

@@ -4,7 +4,8 @@
 //! Query parameters: `taskId` (one task and its sub-agent tasks), `kinds` (comma-separated
 //! event kinds), `lastEventId`, and `access_token` (for `EventSource`, which cannot send
 //! an `Authorization` header). The stream stays open until the client leaves, the server
-//! shuts down, or the client falls more than its buffer behind.
+//! shuts down, the client falls more than its buffer behind, or the stream reaches the
+//! optional `max_stream_lifetime`. Each stream takes a slot (see the `limits` module).
 
 use axum::extract::State;
 use axum::http::HeaderMap;
@@ -14,6 +15,7 @@ use serde::Deserialize;
 use crate::auth::Principal;
 use crate::events::{CloseRule, EventFilter, EventFrames, parse_kinds};
 use crate::extract::{ApiPath, ApiQuery, Connection};
+use crate::limits::LifetimeLimited;
 use crate::sse::sse_response;
 use crate::state::StreamRequest;
 use crate::{ApiError, AppState};
@@ -49,7 +51,7 @@ pub(crate) async fn get_events(
         }
     }
     let after_seq = AppState::last_event_id(&headers, query.last_event_id.as_deref())?;
-    let permit = state.acquire_stream(&principal)?;
+    let permit = state.acquire_stream(&principal, conn.as_ref())?;
     let events = state
         .resume_stream(
             permit,
@@ -67,9 +69,8 @@ pub(crate) async fn get_events(
         )
         .await?;
     let config = state.config();
-    Ok(sse_response(
-        EventFrames::new(events),
-        config.keepalive,
-        config.retry,
-    ))
+    // Only this route's streams are open-ended (turn streams end with their task), so
+    // only they need a lifetime to give their slot back.
+    let frames = LifetimeLimited::new(EventFrames::new(events), config.max_stream_lifetime);
+    Ok(sse_response(frames, config.keepalive, config.retry))
 }

@@ -41,7 +41,7 @@ pub(crate) async fn post_message(
     // The stream slot is taken before the turn starts, so a 429 never leaves a turn
     // running that nobody asked to watch.
     let permit = accepts_event_stream(&headers)
-        .then(|| state.acquire_stream(&principal))
+        .then(|| state.acquire_stream(&principal, conn.as_ref()))
         .transpose()?;
     let started = state
         .start_turn(&principal, &context_id, &body.message)

@@ -104,7 +104,7 @@ pub(crate) async fn provide_input(
         return Err(ApiError::invalid_id("inputId"));
     }
     let permit = accepts_event_stream(&headers)
-        .then(|| state.acquire_stream(&principal))
+        .then(|| state.acquire_stream(&principal, conn.as_ref()))
         .transpose()?;
     let started = state
         .provide_input(&task_id, &body.input_id, body.value)
