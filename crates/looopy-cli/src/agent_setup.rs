@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use looopy_agent::tool::ToolRegistry;
 use looopy_agent::{Agent, AgentConfig, ToolProtocol};
 use looopy_llm::Provider;
-use looopy_store::Store;
+use looopy_store::{Store, StoreError, StoreOptions};
 use serde::Deserialize;
 
 use crate::cli::{AgentArgs, ProviderKind, ToolProtocolArg};
@@ -28,6 +28,10 @@ pub struct FileConfig {
     pub max_iterations: Option<u32>,
     pub script: Option<PathBuf>,
     pub system: Option<String>,
+    /// Most events one turn may produce before it fails with `turn_too_large`.
+    pub max_turn_events: Option<u64>,
+    /// Most bytes one turn may add to the event log before it fails with `turn_too_large`.
+    pub max_turn_bytes: Option<u64>,
 }
 
 fn home() -> Option<PathBuf> {
@@ -102,6 +106,14 @@ pub fn resolve(args: &AgentArgs) -> Result<Resolved> {
     if let Some(s) = args.system.clone().or(file.system.clone()) {
         config.system_prompt = Some(s);
     }
+    if let Some(n) = file.max_turn_events {
+        anyhow::ensure!(n > 0, "config file: max_turn_events must be at least 1");
+        config.max_turn_events = n;
+    }
+    if let Some(n) = file.max_turn_bytes {
+        anyhow::ensure!(n > 0, "config file: max_turn_bytes must be at least 1");
+        config.max_turn_bytes = n;
+    }
     let db = match args.db.clone().or(file.db.clone()) {
         Some(p) => p,
         None => home()
@@ -174,10 +186,21 @@ pub async fn build(args: &AgentArgs) -> Result<(Agent, ProviderKind)> {
         );
     }
     let db = resolved.db.clone();
-    let store = tokio::task::spawn_blocking(move || Store::open(&db))
+    let mut options = StoreOptions::default();
+    options.lock_holder = holder_name();
+    let store = match tokio::task::spawn_blocking(move || Store::open_with(&db, options))
         .await
         .context("opening the store")?
-        .with_context(|| format!("opening database {}", resolved.db.display()))?;
+    {
+        Ok(store) => store,
+        Err(error @ (StoreError::Locked { .. } | StoreError::CorruptDatabase { .. })) => {
+            return Err(DatabaseRefused(error).into());
+        }
+        Err(error) => {
+            return Err(anyhow::Error::new(error)
+                .context(format!("opening database {}", resolved.db.display())));
+        }
+    };
     let agent = Agent::new(
         resolved.provider,
         store,
@@ -185,4 +208,22 @@ pub async fn build(args: &AgentArgs) -> Result<(Agent, ProviderKind)> {
         resolved.config,
     );
     Ok((agent, resolved.provider_kind))
+}
+
+/// The database cannot be used: another process writes it (one writer per database), or it
+/// is damaged. A usage-level error: `main` exits with status 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct DatabaseRefused(pub StoreError);
+
+/// What this process is, for the database's lock file: `looopy <command>`. Only the command
+/// name is taken from the command line — never its arguments, which may hold secrets.
+fn holder_name() -> String {
+    let command = std::env::args()
+        .nth(1)
+        .filter(|c| !c.is_empty() && c.bytes().all(|b| b.is_ascii_lowercase()));
+    match command {
+        Some(command) => format!("looopy {command}"),
+        None => "looopy".to_string(),
+    }
 }

@@ -44,7 +44,12 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
         ..ServerConfig::default()
     };
     let bound = looopy_server::bind(config, agent).await?;
-    eprintln!("looopy serving on http://{}", bound.local_addr());
+    let url = format!("http://{}", bound.local_addr());
+    // So a second process refused the database can point its user here.
+    if let Err(error) = bound.state().store().set_holder_address(&url) {
+        tracing::warn!(%error, "could not record the server's address in the lock file");
+    }
+    eprintln!("looopy serving on {url}");
     bound.serve(shutdown_signal()).await?;
     Ok(ExitCode::SUCCESS)
 }
