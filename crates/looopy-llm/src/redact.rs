@@ -13,8 +13,9 @@
 //!   headers) are replaced wherever they occur, whatever surrounds them;
 //! - **credential shapes** are replaced even when they are not ours (a gateway's own key, a
 //!   different account's key): `Bearer …`, `Basic …`, `sk-…`/`sk-ant-…`, Google `AIza…`
-//!   keys, `x-api-key: …` / `api_key=…`-style pairs, JSON members such as
-//!   `"authorization": "…"`, and URL userinfo (`https://user:pass@host`).
+//!   keys, `x-api-key: …` / `api_key=…`-style pairs, key-carrying query parameters
+//!   (`?key=…`, `&sig=…`), JSON members such as `"authorization": "…"`, and URL userinfo
+//!   (`https://user:pass@host`).
 
 use std::borrow::Cow;
 use std::fmt;
@@ -58,6 +59,11 @@ static PATTERNS: LazyLock<Vec<(Regex, &'static str)>> = LazyLock::new(|| {
                 r#"(?i)\b({SECRET_NAMES})(["']?\s*[:=]\s*["']?)(?:(?:bearer|basic|token)\s+)?[^\s,;&"'<>)}}\]]+"#
             ),
             "${1}${2}***",
+        ),
+        // Short query parameter names that carry keys in URLs (`?key=`, Azure `&sig=`).
+        (
+            r#"(?i)([?&](?:key|token|sig|signature|auth|code)=)[^&\s#"'<>]+"#,
+            "${1}***",
         ),
         // Authorization schemes anywhere in the text. Short words after "Bearer" are left
         // alone so that "a Bearer token is required" stays readable.

@@ -241,7 +241,9 @@ impl<D: WireDecoder, F: FnMut() -> D + Send> Call<D, F> {
 
 /// One attempt: a response ready to stream, or why not.
 async fn send_once(spec: &CallSpec) -> Result<Response, LlmError> {
-    tracing::debug!(provider = spec.provider, url = %spec.url, "sending model request");
+    // The URL has no userinfo (see `join_url`), but a gateway key may sit in its query.
+    let shown = spec.redactor.redact(spec.url.as_str());
+    tracing::debug!(provider = spec.provider, url = %shown, "sending model request");
     let mut request = spec.client.post(spec.url.clone());
     if let Some(auth) = &spec.basic_auth {
         // Before `headers`, so an explicit `Authorization` (the API key) wins, as it

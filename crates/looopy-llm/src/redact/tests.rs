@@ -54,6 +54,14 @@ fn credential_shapes_are_removed_without_configuration() {
         ),
         ("password=hunter22 next", "password=*** next"),
         (
+            "url (https://h/v1/models/m:generate?key=AbC123&alt=sse)",
+            "url (https://h/v1/models/m:generate?key=***&alt=sse)",
+        ),
+        (
+            "https://acct.blob/x?sv=1&sig=abc%2Fdef",
+            "https://acct.blob/x?sv=1&sig=***",
+        ),
+        (
             "key AIzaSyA-1234567890abcdefghijklmnopqrstu end",
             "key AIza*** end",
         ),
