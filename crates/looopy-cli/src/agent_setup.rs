@@ -32,13 +32,19 @@ pub struct FileConfig {
     pub max_turn_events: Option<u64>,
     /// Most bytes one turn may add to the event log before it fails with `turn_too_large`.
     pub max_turn_bytes: Option<u64>,
+    /// `looopy serve`: largest request body in bytes.
+    pub body_limit: Option<usize>,
+    /// `looopy serve`: seconds a request body may take to arrive.
+    pub body_timeout: Option<u64>,
+    /// `looopy serve`: largest user message in bytes.
+    pub max_message_bytes: Option<usize>,
 }
 
 fn home() -> Option<PathBuf> {
     std::env::var_os("HOME").map(PathBuf::from)
 }
 
-fn load_file_config(explicit: Option<&Path>) -> Result<FileConfig> {
+pub(crate) fn load_file_config(explicit: Option<&Path>) -> Result<FileConfig> {
     let path = match explicit {
         Some(p) => p.to_path_buf(),
         None => match home().map(|h| h.join(".config/looopy/config.toml")) {

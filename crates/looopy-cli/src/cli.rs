@@ -143,13 +143,12 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub addr: SocketAddr,
-    /// Bearer token accepted by the server; repeat for several principals.
-    #[arg(
-        long = "token",
-        env = "LOOOPY_TOKENS",
-        value_delimiter = ',',
-        hide_env_values = true
-    )]
+    /// Bearer token accepted by the server, taken verbatim (a `,` is part of the token);
+    /// repeat for several principals. Without it, LOOOPY_TOKENS is read: a comma-separated
+    /// list. An empty token is an error, never "authentication off".
+    // No `env` and no `value_delimiter` here: clap would split the flag's value too, and
+    // would not tell an empty variable from an absent one. `serve_cmd` reads the variable.
+    #[arg(long = "token")]
     pub tokens: Vec<String>,
     /// Send `internal:*` events to clients too.
     #[arg(long)]
@@ -160,9 +159,17 @@ pub struct ServeArgs {
     /// Allowed CORS origins (`*` for any); CORS is off when none is given.
     #[arg(long = "cors-origin")]
     pub cors_origins: Vec<String>,
-    /// Maximum request body in bytes.
-    #[arg(long, default_value_t = 1024 * 1024)]
-    pub body_limit: usize,
+    /// Maximum request body in bytes [default: 2097152, or `body_limit` in the config file].
+    #[arg(long)]
+    pub body_limit: Option<usize>,
+    /// Seconds a request body may take to arrive; slower bodies get 408 and the connection
+    /// is closed [default: 30, or `body_timeout` in the config file].
+    #[arg(long, value_name = "SECS")]
+    pub body_timeout: Option<u64>,
+    /// Maximum user message in bytes; larger ones get 413 [default: 1048576, or
+    /// `max_message_bytes` in the config file].
+    #[arg(long)]
+    pub max_message_bytes: Option<usize>,
     /// Maximum concurrent event streams of the whole server (503 beyond); an idle stream
     /// costs about 13 KiB and a file descriptor.
     #[arg(long, default_value_t = 10_000)]

@@ -8,6 +8,7 @@ mod parse_cmd;
 mod render;
 mod run_cmd;
 mod serve_cmd;
+mod serve_config;
 mod tail_cmd;
 
 use std::process::ExitCode;

@@ -6,8 +6,14 @@ use std::time::Duration;
 use anyhow::Result;
 use looopy_server::ServerConfig;
 
-use crate::agent_setup;
 use crate::cli::ServeArgs;
+use crate::{agent_setup, serve_config};
+
+/// Reports a usage error the way clap does (exit status 2).
+fn usage_error(message: &str) -> ExitCode {
+    eprintln!("looopy serve: {message}");
+    ExitCode::from(2)
+}
 
 async fn shutdown_signal() {
     let ctrl_c = async {
@@ -29,20 +35,33 @@ async fn shutdown_signal() {
 }
 
 pub async fn run(args: ServeArgs) -> Result<ExitCode> {
-    let (agent, _) = agent_setup::build(&args.agent).await?;
-    let config = ServerConfig {
+    // Settings are checked before the database is opened: a usage error (exit 2) must
+    // not leave side effects or wait for anything.
+    let tokens = match serve_config::resolve_tokens(
+        args.tokens.clone(),
+        std::env::var_os(serve_config::TOKENS_ENV),
+    ) {
+        Ok(tokens) => tokens,
+        Err(message) => return Ok(usage_error(&message)),
+    };
+    let file = agent_setup::load_file_config(args.agent.config.as_deref())?;
+    let mut config = ServerConfig {
         addr: args.addr,
-        tokens: args.tokens.into_iter().filter(|t| !t.is_empty()).collect(),
+        tokens,
         allow_internal: args.allow_internal,
         keepalive: Duration::from_secs(args.keepalive_secs.max(1)),
-        cors_origins: args.cors_origins,
-        body_limit: args.body_limit,
+        cors_origins: args.cors_origins.clone(),
         max_streams: args.max_streams,
         max_streams_per_principal: args.max_streams_per_principal,
         max_streams_per_client: args.max_streams_per_client,
         max_stream_lifetime: args.max_stream_lifetime.map(Duration::from_secs),
         ..ServerConfig::default()
     };
+    serve_config::apply_request_limits(&mut config, &args, &file);
+    if let Err(error) = config.validate() {
+        return Ok(usage_error(&error.to_string()));
+    }
+    let (agent, _) = agent_setup::build(&args.agent).await?;
     let bound = looopy_server::bind(config, agent).await?;
     let url = format!("http://{}", bound.local_addr());
     // So a second process refused the database can point its user here.

@@ -3,8 +3,12 @@
 //!
 //! With tokens configured, every request except the public paths ([`PUBLIC_PATHS`]) must
 //! carry `Authorization: Bearer <token>`. Browsers' `EventSource` cannot set headers, so
-//! event-stream GETs may pass `?access_token=<token>` instead; the parameter is removed
-//! from the request before anything else (routing, logging) sees it.
+//! the event-stream GET routes ([`accepts_query_token`]) may pass `?access_token=<token>`
+//! instead; the parameter is removed from every request before anything else (routing,
+//! logging) sees it, and ignored on every other route. Which routes accept it depends on
+//! the path alone, never on headers such as `Accept`, which any client can set: a token
+//! in a URL ends up in proxy logs and browser history, so it is allowed only where there is
+//! no other way.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -116,10 +120,7 @@ pub(crate) async fn authenticate(
     }
     let token = bearer_token(request.headers())
         .map(str::to_owned)
-        .or_else(|| {
-            query_token
-                .filter(|_| is_event_stream_get(request.method(), request.uri(), request.headers()))
-        });
+        .or_else(|| query_token.filter(|_| accepts_query_token(request.method(), request.uri())));
     match token.as_deref().and_then(|t| auth.authenticate(t)) {
         Some(principal) => {
             request.extensions_mut().insert(principal);
@@ -139,14 +140,26 @@ fn bearer_token(headers: &HeaderMap) -> Option<&str> {
         .filter(|t| !t.is_empty())
 }
 
-/// `?access_token=` is honoured only where headers cannot be set: GETs of event streams.
-fn is_event_stream_get(method: &Method, uri: &Uri, headers: &HeaderMap) -> bool {
-    method == Method::GET
-        && (uri.path().ends_with("/events")
-            || headers
-                .get(header::ACCEPT)
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(|v| v.contains("text/event-stream")))
+/// Whether `?access_token=` is honoured: only where headers cannot be set, the
+/// event-stream GET route `GET /v1/contexts/{contextId}/events` (the only SSE route a
+/// browser opens with `EventSource`; the other streams answer POSTs, which can carry
+/// headers).
+pub fn accepts_query_token(method: &Method, uri: &Uri) -> bool {
+    if method != Method::GET {
+        return false;
+    }
+    let mut segments = uri.path().split('/');
+    matches!(
+        (
+            segments.next(),
+            segments.next(),
+            segments.next(),
+            segments.next(),
+            segments.next(),
+            segments.next(),
+        ),
+        (Some(""), Some("v1"), Some("contexts"), Some(id), Some("events"), None) if !id.is_empty()
+    )
 }
 
 /// Removes `access_token` from the query string (so no later layer can log it) and
@@ -266,6 +279,25 @@ mod tests {
         assert_eq!(bearer_token(&h), None);
         h.insert(header::AUTHORIZATION, "Bearer ".parse().unwrap());
         assert_eq!(bearer_token(&h), None);
+    }
+
+    #[test]
+    fn only_the_event_stream_get_route_accepts_a_query_token() {
+        let yes = |m: Method, p: &str| accepts_query_token(&m, &p.parse().unwrap());
+        assert!(yes(Method::GET, "/v1/contexts/c-1/events"));
+        assert!(yes(Method::GET, "/v1/contexts/c-1/events?kinds=a"));
+        for (method, path) in [
+            (Method::POST, "/v1/contexts/c-1/events"),
+            (Method::GET, "/v1/contexts"),
+            (Method::GET, "/v1/contexts/c-1/messages"),
+            (Method::GET, "/v1/contexts//events"),
+            (Method::GET, "/v1/contexts/c-1/events/x"),
+            (Method::GET, "/x/v1/contexts/c-1/events"),
+            (Method::GET, "/v1/tasks/t/events"),
+            (Method::GET, "/a2a"),
+        ] {
+            assert!(!yes(method.clone(), path), "{method} {path}");
+        }
     }
 
     #[test]

@@ -22,8 +22,17 @@ pub struct ServerConfig {
     pub keepalive: Duration,
     /// Reconnection delay suggested to clients with the SSE `retry:` field.
     pub retry: Duration,
-    /// Largest accepted request body, in bytes (413 beyond).
+    /// Largest accepted request body, in bytes (413 beyond). Larger than
+    /// [`max_message_bytes`](Self::max_message_bytes) so that a message at that limit fits
+    /// with its JSON envelope and escapes.
     pub body_limit: usize,
+    /// How long a request body may take to arrive once its headers are in; a body not
+    /// complete by then gets 408 and the connection is closed (see [`crate::body`]).
+    pub body_timeout: Duration,
+    /// Largest user message (UTF-8 bytes of its text; for input answers, of the JSON
+    /// value) that starts or resumes a turn: 413 `message_too_large` beyond, a JSON-RPC
+    /// invalid-params error on A2A.
+    pub max_message_bytes: usize,
     /// Concurrent event streams one principal may hold open (429 beyond).
     pub max_streams_per_principal: usize,
     /// Without tokens, concurrent event streams one client address (an IPv6 /64) may hold
@@ -57,7 +66,9 @@ impl Default for ServerConfig {
             allow_internal: false,
             keepalive: Duration::from_secs(15),
             retry: Duration::from_secs(3),
-            body_limit: 1024 * 1024,
+            body_limit: 2 * 1024 * 1024,
+            body_timeout: Duration::from_secs(30),
+            max_message_bytes: 1024 * 1024,
             max_streams_per_principal: 64,
             max_streams_per_client: 32,
             max_streams: 10_000,
@@ -78,6 +89,8 @@ impl std::fmt::Debug for ServerConfig {
             .field("keepalive", &self.keepalive)
             .field("retry", &self.retry)
             .field("body_limit", &self.body_limit)
+            .field("body_timeout", &self.body_timeout)
+            .field("max_message_bytes", &self.max_message_bytes)
             .field("max_streams_per_principal", &self.max_streams_per_principal)
             .field("max_streams_per_client", &self.max_streams_per_client)
             .field("max_streams", &self.max_streams)
@@ -106,6 +119,12 @@ impl ServerConfig {
         }
         if self.body_limit == 0 {
             return invalid("body_limit must be at least 1 byte");
+        }
+        if self.body_timeout.is_zero() {
+            return invalid("body_timeout must be longer than zero");
+        }
+        if self.max_message_bytes == 0 {
+            return invalid("max_message_bytes must be at least 1 byte");
         }
         if self.max_streams_per_principal == 0 {
             return invalid("max_streams_per_principal must be at least 1");
@@ -143,7 +162,9 @@ mod tests {
         assert_eq!(c.addr.to_string(), "127.0.0.1:8080");
         assert_eq!(c.keepalive, Duration::from_secs(15));
         assert_eq!(c.retry, Duration::from_secs(3));
-        assert_eq!(c.body_limit, 1 << 20);
+        assert_eq!(c.body_limit, 2 << 20);
+        assert_eq!(c.body_timeout, Duration::from_secs(30));
+        assert_eq!(c.max_message_bytes, 1 << 20);
         assert_eq!(c.max_streams_per_principal, 64);
         assert_eq!((c.max_streams_per_client, c.max_streams), (32, 10_000));
         assert_eq!(c.max_stream_lifetime, None);
@@ -199,6 +220,14 @@ mod tests {
             },
             ServerConfig {
                 body_limit: 0,
+                ..Default::default()
+            },
+            ServerConfig {
+                body_timeout: Duration::ZERO,
+                ..Default::default()
+            },
+            ServerConfig {
+                max_message_bytes: 0,
                 ..Default::default()
             },
             ServerConfig {

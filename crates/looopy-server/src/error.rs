@@ -104,6 +104,15 @@ impl ApiError {
         )
     }
 
+    /// 413 `message_too_large`: a user message over the configured per-message limit.
+    pub fn message_too_large(bytes: usize, limit: usize) -> Self {
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "message_too_large",
+            format!("the message is {bytes} bytes; at most {limit} bytes are accepted"),
+        )
+    }
+
     /// 503 `shutting_down`: the server no longer starts work or streams.
     pub fn shutting_down() -> Self {
         Self::new(

@@ -15,8 +15,8 @@
 //! |---|---|
 //! | `POST /v1/contexts/{contextId}/messages` `{"message"}` | start a turn: `202 {contextId, taskId}`, or with `Accept: text/event-stream` the task's SSE stream, closed once it settles |
 //! | `GET /v1/contexts/{contextId}/events` | SSE of every task of the context; `Last-Event-ID` / `?lastEventId=`, `?taskId=`, `?kinds=a,b` |
-//! | `GET /v1/contexts/{contextId}/messages` | stored history and `lastEventId` to stream from |
-//! | `GET /v1/contexts` | the caller's contexts |
+//! | `GET /v1/contexts/{contextId}/messages` | stored history (a page, oldest first) and `lastEventId` to stream from |
+//! | `GET /v1/contexts` | the caller's contexts (a page, most recently active first) |
 //! | `GET /v1/tasks/{taskId}` | a task's state, error, result and open input request |
 //! | `POST /v1/tasks/{taskId}/input` `{"inputId","value"}` | answer an input request and resume (202, or SSE as above) |
 //! | `POST /v1/tasks/{taskId}/cancel` | cancel a task (202) |
@@ -27,7 +27,12 @@
 //!
 //! Errors are `{"error": {"code", "message"}}` (see [`ApiError`]). With tokens configured,
 //! everything but [`auth::PUBLIC_PATHS`] needs `Authorization: Bearer <token>`;
-//! `EventSource` clients may pass `?access_token=` on event-stream GETs instead.
+//! `EventSource` clients may pass `?access_token=` on `GET /v1/contexts/{contextId}/events`
+//! instead ([`auth::accepts_query_token`]).
+//!
+//! List routes take `?limit=N&cursor=C` and answer `"nextCursor": "…" | null` (50 items by
+//! default, at most 100). Request bodies are read with bounded memory and a deadline
+//! ([`body`]); messages over [`ServerConfig::max_message_bytes`] get 413.
 //!
 //! # Example
 //!
@@ -71,6 +76,7 @@
 
 pub mod a2a;
 pub mod auth;
+pub mod body;
 mod config;
 mod conn;
 mod error;

@@ -30,10 +30,11 @@ use tower_http::cors::{AllowOrigin, Any, CorsLayer};
 use tower_http::trace::TraceLayer;
 
 use crate::conn::KillableListener;
-use crate::{ApiError, AppState, ServerConfig, ServerError, a2a, auth, routes, web};
+use crate::{ApiError, AppState, ServerConfig, ServerError, a2a, auth, body, routes, web};
 
 /// The whole HTTP surface: the `/v1` API, `/healthz`, A2A and the web page, behind
-/// authentication, the body limit, CORS (when configured) and request tracing.
+/// authentication, the body reader (limit and timeout, [`crate::body`]), CORS (when
+/// configured) and request tracing.
 ///
 /// Request spans record only the method and the path — never headers or the query string,
 /// which may carry credentials.
@@ -45,6 +46,12 @@ pub fn router(state: AppState) -> Router {
         .merge(web::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        // Inside authentication: an unauthenticated client is refused before any of its
+        // body is read.
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            body::read_body,
+        ))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             auth::authenticate,

@@ -151,13 +151,15 @@ impl AppState {
     }
 
     /// Starts a turn as `principal` (see [`Agent::start_turn`]), tracked for shutdown.
-    /// 503 while shutting down; 409 while another turn of the context runs.
+    /// 413 when the message is over [`ServerConfig::max_message_bytes`]; 503 while
+    /// shutting down; 409 while another turn of the context runs.
     pub async fn start_turn(
         &self,
         principal: &Principal,
         context_id: &str,
         message: &str,
     ) -> Result<TurnStarted, ApiError> {
+        self.check_message_size(message.len())?;
         if self.is_shutting_down() {
             return Err(ApiError::shutting_down());
         }
@@ -177,6 +179,12 @@ impl AppState {
         input_id: &str,
         value: serde_json::Value,
     ) -> Result<TurnStarted, ApiError> {
+        // An answer becomes a message of the history too: the same limit applies.
+        let size = match &value {
+            serde_json::Value::String(text) => text.len(),
+            other => other.to_string().len(),
+        };
+        self.check_message_size(size)?;
         if self.is_shutting_down() {
             return Err(ApiError::shutting_down());
         }
@@ -185,6 +193,16 @@ impl AppState {
             .retry_while_settling(|| agent.provide_input(task_id, input_id, value.clone()))
             .await?;
         Ok(self.started(handle))
+    }
+
+    /// 413 `message_too_large` beyond [`ServerConfig::max_message_bytes`]: one message
+    /// must not become a history row, model request and event stream of any size.
+    fn check_message_size(&self, bytes: usize) -> Result<(), ApiError> {
+        let limit = self.inner.config.max_message_bytes;
+        if bytes > limit {
+            return Err(ApiError::message_too_large(bytes, limit));
+        }
+        Ok(())
     }
 
     fn started(&self, handle: TurnHandle) -> TurnStarted {

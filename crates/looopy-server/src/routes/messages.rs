@@ -8,9 +8,10 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
 
+use super::page::{PageQuery, encode_message_cursor};
 use crate::auth::Principal;
 use crate::events::{CloseRule, EventFilter, EventFrames};
-use crate::extract::{ApiJson, ApiPath, Connection, accepts_event_stream};
+use crate::extract::{ApiJson, ApiPath, ApiQuery, Connection, accepts_event_stream};
 use crate::limits::StreamPermit;
 use crate::sse::sse_response;
 use crate::state::{StreamRequest, TurnStarted};
@@ -89,19 +90,35 @@ pub(crate) fn turn_response(
     }
 }
 
+/// `GET /v1/contexts/{contextId}/messages?limit=N&cursor=C`: one page of the stored
+/// history, oldest first (see [`super::page`]), `nextCursor` `null` on the last page.
 pub(crate) async fn get_messages(
     State(state): State<AppState>,
     principal: Principal,
     ApiPath(context_id): ApiPath<String>,
+    ApiQuery(page): ApiQuery<PageQuery>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
+    let limit = page.limit()?;
+    let after = page.message_cursor()?;
     state.authorize_context(&principal, &context_id).await?;
     // Read the resume point first: a stream opened after it may repeat an event that the
     // history already reflects, but can never miss one.
     let last_seq = state.store().event_log().last_seq(&context_id).await?;
-    let messages = state.store().load_messages(&context_id).await?;
+    let mut messages = state
+        .store()
+        .load_messages_page(&context_id, after, limit + 1)
+        .await?;
+    let more = messages.len() > limit;
+    messages.truncate(limit);
+    let next_cursor = messages
+        .last()
+        .filter(|_| more)
+        .map(|(position, _)| encode_message_cursor(*position));
+    let messages: Vec<_> = messages.into_iter().map(|(_, message)| message).collect();
     Ok(Json(json!({
         "contextId": context_id,
         "lastEventId": last_seq,
         "messages": messages,
+        "nextCursor": next_cursor,
     })))
 }

@@ -3,6 +3,7 @@
 mod contexts;
 mod events;
 mod messages;
+mod page;
 mod tasks;
 
 use axum::Json;

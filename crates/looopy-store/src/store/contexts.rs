@@ -1,6 +1,6 @@
 //! Conversations (contexts): who owns them and when they were last active.
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::Store;
@@ -43,6 +43,30 @@ fn select_one(conn: &Connection, context_id: &str) -> Result<Option<ContextRecor
         .query_row([context_id], raw)
         .optional()?;
     raw.map(decode).transpose()
+}
+
+/// Where a page of [`Store::list_contexts_page`] starts: just after this context in the
+/// listing order (most recently active first, ties broken by id, descending).
+///
+/// A keyset, not an offset: contexts created while a client walks the pages are more
+/// recently active than every page boundary, so they land before the first page and never
+/// shift the rest (no context is skipped or repeated because of them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContextCursor {
+    /// The `updated_at` of the last context of the previous page.
+    pub updated_at: DateTime<Utc>,
+    /// Its id.
+    pub context_id: String,
+}
+
+impl ContextCursor {
+    /// The cursor that continues after `context`.
+    pub fn after(context: &ContextRecord) -> Self {
+        Self {
+            updated_at: context.updated_at,
+            context_id: context.context_id.clone(),
+        }
+    }
 }
 
 impl Store {
@@ -103,6 +127,45 @@ impl Store {
                         .query_map([], raw)?
                         .collect::<Result<Vec<_>, _>>()?,
                 };
+                rows.into_iter().map(decode).collect()
+            })
+            .await
+    }
+
+    /// At most `limit` contexts after `after` (from the start when `None`), most recently
+    /// active first, ties broken by id (descending); only `owner`'s when given, all when
+    /// `None`. Served by the `(owner, updated_at)` and `(updated_at)` indexes, which in this
+    /// WITHOUT ROWID table end with the primary key `context_id`: no sort, no scan beyond
+    /// the page.
+    pub async fn list_contexts_page(
+        &self,
+        owner: Option<&str>,
+        after: Option<&ContextCursor>,
+        limit: usize,
+    ) -> Result<Vec<ContextRecord>, StoreError> {
+        let owner = owner.map(str::to_string);
+        let after = after.map(|c| (encode_time(&c.updated_at), c.context_id.clone()));
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.pool()
+            .run(move |conn| {
+                let owned = if owner.is_some() {
+                    "owner = ?1"
+                } else {
+                    "?1 IS NULL"
+                };
+                let keyset = if after.is_some() {
+                    "(updated_at, context_id) < (?2, ?3)"
+                } else {
+                    "?2 IS NULL AND ?3 IS NULL"
+                };
+                let (updated_at, context_id) = after.unzip();
+                let rows = conn
+                    .prepare_cached(&format!(
+                        "SELECT {COLUMNS} FROM contexts WHERE {owned} AND {keyset}
+                         ORDER BY updated_at DESC, context_id DESC LIMIT ?4"
+                    ))?
+                    .query_map(params![owner, updated_at, context_id, limit], raw)?
+                    .collect::<Result<Vec<_>, _>>()?;
                 rows.into_iter().map(decode).collect()
             })
             .await

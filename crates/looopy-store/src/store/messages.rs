@@ -71,6 +71,39 @@ impl Store {
             .await
     }
 
+    /// At most `limit` messages of a context's history with positions after `after` (from
+    /// the first when `None`), oldest first, each with its position (the cursor of the
+    /// next page is the last one's). Appends land after every page boundary, so walking
+    /// the pages while a turn runs never skips or repeats a message; a
+    /// [`replace_messages`](Self::replace_messages) meanwhile renumbers the history.
+    pub async fn load_messages_page(
+        &self,
+        context_id: &str,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<(u64, Message)>, StoreError> {
+        let context_id = context_id.to_string();
+        let after = after.map_or(-1, |p| i64::try_from(p).unwrap_or(i64::MAX));
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.pool()
+            .run(move |conn| {
+                let mut stmt = conn.prepare_cached(
+                    "SELECT position, data FROM messages WHERE context_id = ?1 AND position > ?2
+                     ORDER BY position LIMIT ?3",
+                )?;
+                let mut rows = stmt.query(params![context_id, after, limit])?;
+                let mut page = Vec::new();
+                while let Some(row) = rows.next()? {
+                    let position = to_u64(row.get(0)?, "messages", &context_id)?;
+                    let data: String = row.get(1)?;
+                    let key = format!("{context_id}/{position}");
+                    page.push((position, decode_json(&data, "messages", &key, "data")?));
+                }
+                Ok(page)
+            })
+            .await
+    }
+
     /// Replaces a context's whole history in one transaction (e.g. after summarising it).
     pub async fn replace_messages(
         &self,

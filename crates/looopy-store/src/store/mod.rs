@@ -6,6 +6,8 @@ mod contexts;
 mod messages;
 mod tasks;
 
+pub use contexts::ContextCursor;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,0 +1,106 @@
+//! `looopy serve` settings that need more than clap: the bearer tokens (whose silent
+//! mistakes would turn authentication off) and the request limits that may also come from
+//! the config file.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use looopy_server::ServerConfig;
+
+use crate::agent_setup::FileConfig;
+use crate::cli::ServeArgs;
+
+/// The environment variable listing the server's bearer tokens, comma-separated.
+pub const TOKENS_ENV: &str = "LOOOPY_TOKENS";
+
+/// The bearer tokens: every `--token` verbatim when any is given (flag > environment),
+/// else [`TOKENS_ENV`] split on `,` with the whitespace around each entry removed (a token
+/// cannot contain whitespace, so this never changes one). Any empty token — `--token ""`,
+/// `LOOOPY_TOKENS=""`, `a,,b`, a trailing comma — is an error: an empty token used to
+/// switch authentication off without a word. A token containing `,` can only be given
+/// with `--token`.
+pub fn resolve_tokens(flags: Vec<String>, env: Option<OsString>) -> Result<Vec<String>, String> {
+    if !flags.is_empty() {
+        if flags.iter().any(String::is_empty) {
+            return Err(
+                "--token must not be empty (leave the flag out to run without \
+                        authentication)"
+                    .into(),
+            );
+        }
+        return Ok(flags);
+    }
+    let Some(env) = env else {
+        return Ok(Vec::new());
+    };
+    let list = env
+        .into_string()
+        .map_err(|_| format!("{TOKENS_ENV} is not valid UTF-8"))?;
+    if list.trim().is_empty() {
+        return Err(format!(
+            "{TOKENS_ENV} is set but empty (unset it to run without authentication)"
+        ));
+    }
+    list.split(',')
+        .enumerate()
+        .map(|(index, entry)| {
+            let token = entry.trim();
+            if token.is_empty() {
+                Err(format!(
+                    "{TOKENS_ENV} has an empty entry (entry {}); separate tokens with single commas",
+                    index + 1
+                ))
+            } else {
+                Ok(token.to_string())
+            }
+        })
+        .collect()
+}
+
+/// Applies the request limits to `config`: flag > config file > the server's default.
+pub fn apply_request_limits(config: &mut ServerConfig, args: &ServeArgs, file: &FileConfig) {
+    if let Some(limit) = args.body_limit.or(file.body_limit) {
+        config.body_limit = limit;
+    }
+    if let Some(secs) = args.body_timeout.or(file.body_timeout) {
+        config.body_timeout = Duration::from_secs(secs);
+    }
+    if let Some(limit) = args.max_message_bytes.or(file.max_message_bytes) {
+        config.max_message_bytes = limit;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(s: &str) -> Option<OsString> {
+        Some(OsString::from(s))
+    }
+
+    #[test]
+    fn flags_are_taken_verbatim_and_win_over_the_environment() {
+        let tokens = resolve_tokens(vec!["a,b".into(), " c".into()], env("x,y")).unwrap();
+        assert_eq!(tokens, ["a,b", " c"]);
+    }
+
+    #[test]
+    fn the_environment_is_a_comma_separated_list() {
+        assert_eq!(
+            resolve_tokens(vec![], env("a, b ,c")).unwrap(),
+            ["a", "b", "c"]
+        );
+        assert_eq!(resolve_tokens(vec![], env("solo")).unwrap(), ["solo"]);
+        assert!(resolve_tokens(vec![], None).unwrap().is_empty());
+    }
+
+    #[test]
+    fn empty_tokens_are_errors_wherever_they_come_from() {
+        assert!(resolve_tokens(vec![String::new()], None).is_err());
+        assert!(resolve_tokens(vec!["a".into(), String::new()], None).is_err());
+        for bad in ["", " ", "a,,b", "a,", ",a", "a, ,b"] {
+            let err = resolve_tokens(vec![], env(bad)).unwrap_err();
+            assert!(err.contains(TOKENS_ENV), "{bad:?}: {err}");
+        }
+    }
+}
