@@ -51,7 +51,10 @@ impl Agent {
             .store
             .check_writable()
             .await
-            .map_err(|error| AgentError::StorageUnavailable(error.to_string()))?;
+            .map_err(|error| match error {
+                StoreError::Unavailable { reason } => AgentError::StorageUnavailable(reason),
+                other => AgentError::StorageUnavailable(other.to_string()),
+            })?;
         self.record_unrecorded().await;
         Ok(())
     }
@@ -157,6 +160,14 @@ impl Agent {
                         }
                     }
                 });
+                if error.is_storage_failure() {
+                    // Whichever write failed (events, messages, the task record), the
+                    // context's subscribers learn of it the same way.
+                    self.shared
+                        .store
+                        .event_log()
+                        .report_failure(&turn.record.context_id, &error.to_string());
+                }
                 // Events of this run may have been refused: end the refusal and number
                 // the closing events after what the log really holds (gapless).
                 if let Err(refused) = turn.emitter.flush().await {
@@ -175,6 +186,10 @@ impl Agent {
             },
             Err(error) => {
                 tracing::error!(%error, %task_id, "could not store the end of the turn; holding its failure in memory");
+                self.shared
+                    .store
+                    .event_log()
+                    .report_failure(&turn.record.context_id, &error.to_string());
                 if let Err(refused) = turn.emitter.flush().await {
                     tracing::debug!(error = %refused, %task_id, "events of the failed run");
                 }

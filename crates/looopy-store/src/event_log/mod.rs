@@ -284,6 +284,16 @@ impl EventLog {
         answer.await.map_err(|_| StoreError::Closed)?
     }
 
+    /// For a producer whose other writes of `context_id` failed for a storage reason (its
+    /// messages, its task record): treated like a failed append of the context — its
+    /// appends are refused until its next [`flush_context`](Self::flush_context), and
+    /// [`subscribe_failures`](Self::subscribe_failures) receivers are told.
+    pub fn report_failure(&self, context_id: &str, reason: &str) {
+        if !self.shared.read_only {
+            self.shared.reader.health().context_failed(context_id, reason);
+        }
+    }
+
     /// Announcements of contexts whose events could not be written (see the module docs).
     pub fn subscribe_failures(&self) -> broadcast::Receiver<StorageFailure> {
         self.shared.reader.health().subscribe()
