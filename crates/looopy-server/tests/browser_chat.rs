@@ -25,8 +25,8 @@ const turns = [...document.querySelectorAll('section.turn')].map((s) => ({
   taskId: s.dataset.taskId,
   state: s.dataset.state,
   user: s.querySelector('.user').textContent,
-  answer: s.querySelector('.agent > .answer').textContent,
-  parts: [...s.querySelectorAll('.agent > .answer > .part')].map((p) => p.textContent),
+  answer: (document.getElementById('answer-' + s.dataset.taskId) || { textContent: '' }).textContent,
+  parts: [...s.querySelectorAll('.agent > .activity > .part')].map((p) => p.textContent),
   thoughts: s.querySelectorAll('details.thought[data-complete="true"]').length,
   tools: [...s.querySelectorAll('.tool[data-call-id]')].map((t) => t.dataset.success || 'running'),
   openInputs: s.querySelectorAll('form.input:not([data-answered="true"])').length,
@@ -118,11 +118,12 @@ async fn the_chat_page_streams_answers_and_resumes_after_a_dropped_connection() 
         t["state"] == "completed"
     })
     .await;
-    assert_eq!(state["turns"][2]["answer"], "Let me ask. Thanks, Ada!");
-    // Each model call's text is its own block, so text either side of a tool never glues.
+    // Each model call's text is its own block, so text either side of a tool never glues;
+    // the latest block is the answer.
+    assert_eq!(state["turns"][2]["answer"], "Thanks, Ada!");
     assert_eq!(
         state["turns"][2]["parts"],
-        serde_json::json!(["Let me ask. ", "Thanks, Ada!"])
+        serde_json::json!(["Let me ask.", "Thanks, Ada!"])
     );
     assert_eq!(state["turns"][2]["tools"], serde_json::json!(["true"]));
     assert_eq!(state["turns"][2]["openInputs"], 0);

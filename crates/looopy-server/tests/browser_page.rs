@@ -22,7 +22,11 @@ async fn the_page_is_served_publicly_with_protective_headers() {
     assert!(csp.contains("script-src 'sha256-"), "{csp}");
     assert_eq!(csp, looopy_server::web::content_security_policy());
     let body = r.text().await.unwrap();
-    assert_eq!(body, looopy_server::web::INDEX_HTML);
+    assert_eq!(body, looopy_server::web::page());
+    assert!(
+        body.contains(looopy_server::web::MARKDOWN_JS),
+        "the renderer is inlined"
+    );
     assert!(body.contains("<title>Looopy</title>"));
 
     // The API behind it still needs the token.

@@ -1,9 +1,18 @@
-//! The chat page served at `GET /`: one self-contained HTML file (`index.html`, embedded
-//! at compile time) with no external resources. It sends with the REST API, watches the
+//! The chat page served at `GET /`: one self-contained HTML page (`index.html` with the
+//! Markdown renderer `markdown.js` inserted into its one inline script, both embedded at
+//! compile time) with no external resources. It sends with the REST API, watches the
 //! context with the browser's `EventSource` (named events per kind, resuming with
-//! `Last-Event-ID`, de-duplicating by `seq`), renders streamed content, collapsible
-//! thoughts, tool progress and inline answers to input requests, and shows the
+//! `Last-Event-ID`, de-duplicating by `seq`), renders streamed content as Markdown,
+//! collapsible thoughts, tool progress and inline answers to input requests, and shows the
 //! connection's state.
+//!
+//! Each model call's text ("iteration") is its own block, in order with the thoughts and
+//! tool lines around it, so the text before a tool call and the answer after it are never
+//! glued together. A block is re-rendered from its whole text at most once per animation
+//! frame while it streams (a burst of deltas costs one render), and once more from the
+//! `content-complete` text. The renderer (`markdown.js`) builds DOM nodes and inserts the
+//! model's text only as text nodes, so no markup in an answer is ever interpreted; links
+//! are made only for absolute `http`/`https`/`mailto` URLs.
 //!
 //! With tokens configured, open the page as `/?token=<token>`: it sends the token as a
 //! bearer header on `fetch` and as `access_token` on the event stream (which cannot carry
@@ -15,8 +24,10 @@
 //!
 //! Test hooks in the DOM: `#status[data-status]` (`idle`, `connecting`, `open`,
 //! `reconnecting`), `body[data-last-seq]`, `body[data-reconnects]`,
-//! `body[data-context-id]`, and per turn `section.turn[data-task-id][data-state]` with the
-//! answer text in `#answer-<taskId>`.
+//! `body[data-context-id]`, and per turn `section.turn[data-task-id][data-state]`, its
+//! text blocks `.part[data-index][data-complete]` (in `.activity`, one per model call
+//! that wrote text) of which the latest is `#answer-<taskId>`. The renderer is the global
+//! `LooopyMarkdown.render(text)` (a `DocumentFragment`).
 
 use std::sync::OnceLock;
 
@@ -31,8 +42,20 @@ use sha2::{Digest, Sha256};
 
 use crate::AppState;
 
-/// The page.
-pub const INDEX_HTML: &str = include_str!("index.html");
+/// The page's HTML with a slot for the renderer; [`page`] is what is served.
+const TEMPLATE: &str = include_str!("index.html");
+
+/// The Markdown renderer, kept apart from the page so each can be read on its own.
+pub const MARKDOWN_JS: &str = include_str!("markdown.js");
+
+/// Where the renderer goes: a comment at the start of the page's inline script.
+const MARKDOWN_SLOT: &str = "/* markdown.js */";
+
+/// The page as served: the template with the renderer in its slot (built once).
+pub fn page() -> &'static str {
+    static PAGE: OnceLock<String> = OnceLock::new();
+    PAGE.get_or_init(|| TEMPLATE.replacen(MARKDOWN_SLOT, MARKDOWN_JS, 1))
+}
 
 /// The web routes, merged into the server's router.
 pub fn routes() -> Router<AppState> {
@@ -49,7 +72,7 @@ async fn index() -> Response {
         (X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")),
         (REFERRER_POLICY, HeaderValue::from_static("no-referrer")),
     ];
-    let mut response = (headers, INDEX_HTML).into_response();
+    let mut response = (headers, page()).into_response();
     if let Ok(csp) = HeaderValue::from_str(content_security_policy()) {
         response.headers_mut().insert(CONTENT_SECURITY_POLICY, csp);
     }
@@ -60,8 +83,8 @@ async fn index() -> Response {
 pub fn content_security_policy() -> &'static str {
     static CSP: OnceLock<String> = OnceLock::new();
     CSP.get_or_init(|| {
-        let script = inline_hash(INDEX_HTML, "<script>", "</script>");
-        let style = inline_hash(INDEX_HTML, "<style>", "</style>");
+        let script = inline_hash(page(), "<script>", "</script>");
+        let style = inline_hash(page(), "<style>", "</style>");
         format!(
             "default-src 'none'; script-src {script}; style-src {style}; connect-src 'self'; \
              img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
@@ -138,6 +161,19 @@ mod tests {
     }
 
     #[test]
+    fn the_renderer_is_inside_the_pages_one_script() {
+        assert_eq!(TEMPLATE.matches(MARKDOWN_SLOT).count(), 1);
+        let script_start = TEMPLATE.find("<script>").unwrap();
+        let slot = TEMPLATE.find(MARKDOWN_SLOT).unwrap();
+        let script_end = TEMPLATE.find("</script>").unwrap();
+        assert!(script_start < slot && slot < script_end);
+        // The renderer cannot end the script element early.
+        assert!(!MARKDOWN_JS.to_ascii_lowercase().contains("</script"));
+        assert!(page().contains("const LooopyMarkdown = "));
+        assert!(!page().contains(MARKDOWN_SLOT));
+    }
+
+    #[test]
     fn the_page_is_self_contained() {
         // No external resources: nothing fetched from another origin.
         for needle in [
@@ -148,12 +184,20 @@ mod tests {
             "<script src",
             "@import",
         ] {
-            assert!(!INDEX_HTML.contains(needle), "the page references {needle}");
+            assert!(!page().contains(needle), "the page references {needle}");
         }
-        assert_eq!(INDEX_HTML.matches("<script>").count(), 1);
-        assert_eq!(INDEX_HTML.matches("<style>").count(), 1);
-        // Content is rendered as text, never parsed as HTML.
-        assert!(!INDEX_HTML.contains("innerHTML"));
-        assert!(INDEX_HTML.contains("new EventSource("));
+        assert_eq!(page().matches("<script>").count(), 1);
+        assert_eq!(page().matches("<style>").count(), 1);
+        // Content becomes DOM nodes and text nodes, never parsed as HTML.
+        for needle in [
+            "innerHTML",
+            "outerHTML",
+            "insertAdjacentHTML",
+            "document.write",
+            "eval(",
+        ] {
+            assert!(!page().contains(needle), "the page uses {needle}");
+        }
+        assert!(page().contains("new EventSource("));
     }
 }
