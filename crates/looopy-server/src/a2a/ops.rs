@@ -189,7 +189,13 @@ pub(crate) async fn send_streaming(
             Some(start_seq),
         )
         .await?;
-        let record = caller.state.store().get_task(&task_id).await?;
+        // Through the agent, like REST: a failure storage could not take is held there.
+        let record = caller
+            .state
+            .agent()
+            .get_task(&task_id)
+            .await
+            .map_err(crate::ApiError::from)?;
         let record = record.ok_or_else(|| RpcError::task_not_found(&task_id))?;
         let mut snap = snapshot(&record, fold.tasks.get(&task_id), Vec::new());
         snap.state = TaskState::Working;
@@ -355,9 +361,12 @@ async fn task_now(
     history_length: Option<usize>,
 ) -> Result<v1::Task, RpcError> {
     let store = caller.state.store();
-    let record = store
+    let record = caller
+        .state
+        .agent()
         .get_task(task_id)
-        .await?
+        .await
+        .map_err(crate::ApiError::from)?
         .ok_or_else(|| RpcError::task_not_found(task_id))?;
     let fold = fold_context(store, context_id, &[task_id], None).await?;
     let history = histories(store, context_id).await?.remove(task_id);
