@@ -58,4 +58,4 @@ pub use health::StorageFailure;
 pub use history::trim_history;
 pub use records::{ArtifactRecord, ContextRecord, TaskRecord};
 pub use schema::SCHEMA_VERSION;
-pub use store::{ContextCursor, Store, StoreOptions};
+pub use store::{ContextCursor, Store, StoreOptions, TaskPage, TaskQuery};

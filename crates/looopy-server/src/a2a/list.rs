@@ -1,13 +1,15 @@
 //! `ListTasks` (v1.0): the caller's top-level tasks, most recently updated first, with
 //! filters and cursor pagination. The cursor is `<updated-at millis>:<taskId>` of the last
-//! task of a page, so a page boundary stays put while tasks are added.
+//! task of a page, so a page boundary stays put while tasks are added. Filtering, counting
+//! and paging run in SQLite ([`looopy_store::Store::list_tasks_page`]): a request holds one
+//! page in memory, not every task of the caller.
 
 use std::collections::HashMap;
 
 use looopy_protocol::TaskState;
 use looopy_protocol::a2a::{task_state_from_v1, task_state_to_v1, task_to_v1, v1};
 use looopy_protocol::ids::is_valid_id;
-use looopy_store::TaskRecord;
+use looopy_store::{TaskPage, TaskQuery, TaskRecord};
 
 use super::error::RpcError;
 use super::ops::Caller;
@@ -20,27 +22,47 @@ pub(crate) async fn list(
     request: v1::ListTasksRequest,
 ) -> Result<v1::ListTasksResponse, RpcError> {
     let store = caller.state.store();
-    let visible: Vec<String> = match &request.context_id {
+    let page_size = request.effective_page_size();
+    // Filtering, ordering and paging happen in SQLite, so a request holds one page in
+    // memory however many tasks the caller has.
+    let mut query = TaskQuery {
+        top_level_only: true,
+        // One more than the page: whether there is a next page.
+        limit: page_size.saturating_add(1),
+        ..TaskQuery::default()
+    };
+    match &request.context_id {
         Some(context_id) if !context_id.is_empty() => {
             match caller
                 .state
                 .authorize_context(&caller.principal, context_id)
                 .await
             {
-                Ok(context) => vec![context.context_id],
-                Err(e) if matches!(e.status().as_u16(), 400 | 404) => Vec::new(),
+                Ok(context) => query.context_id = Some(context.context_id),
+                Err(e) if matches!(e.status().as_u16(), 400 | 404) => {
+                    return Ok(v1::ListTasksResponse {
+                        tasks: Vec::new(),
+                        next_page_token: String::new(),
+                        page_size: i32::try_from(page_size).unwrap_or(i32::MAX),
+                        total_size: 0,
+                    });
+                }
                 Err(e) => return Err(e.into()),
             }
         }
-        _ => store
-            .list_contexts(caller.principal.id())
-            .await?
-            .into_iter()
-            .map(|c| c.context_id)
-            .collect(),
-    };
-    let state_filter = request.state_filter().and_then(task_state_from_v1);
-    let after = match request
+        _ => query.owner = caller.principal.id().map(str::to_owned),
+    }
+    // States compare as A2A sees them: every stored state that maps to the filter's.
+    query.states = request
+        .state_filter()
+        .and_then(task_state_from_v1)
+        .map(|wanted| {
+            TaskState::ALL
+                .into_iter()
+                .filter(|s| map_state(*s) == wanted)
+                .collect()
+        });
+    query.updated_since_millis = match request
         .status_timestamp_after
         .as_deref()
         .filter(|s| !s.is_empty())
@@ -52,51 +74,21 @@ pub(crate) async fn list(
         ),
         None => None,
     };
-    let cursor = match request.page_token.as_deref().filter(|s| !s.is_empty()) {
+    query.after = match request.page_token.as_deref().filter(|s| !s.is_empty()) {
         Some(token) => Some(parse_cursor(token)?),
         None => None,
     };
-    let mut tasks: Vec<TaskRecord> = Vec::new();
-    let single = visible.len() == 1;
-    if visible.is_empty() {
-        return Ok(v1::ListTasksResponse {
-            tasks: Vec::new(),
-            next_page_token: String::new(),
-            page_size: i32::try_from(request.effective_page_size()).unwrap_or(i32::MAX),
-            total_size: 0,
-        });
-    }
-    let all = if single {
-        store
-            .list_tasks(visible.first().map(String::as_str))
-            .await?
-    } else {
-        store.list_tasks(None).await?
-    };
-    for task in all {
-        let listed = task.parent_task_id.is_none()
-            && (single || visible.contains(&task.context_id))
-            && state_filter.is_none_or(|s| map_state(task.state) == s)
-            && after.is_none_or(|t| task.updated_at.timestamp_millis() >= t);
-        if listed {
-            tasks.push(task);
-        }
-    }
-    // Newest first; ties broken by id so the order (and the cursor) is total.
-    tasks.sort_by_key(|t| std::cmp::Reverse(cursor_key(t)));
-    let total_size = tasks.len();
-    let start = match &cursor {
-        Some(c) => tasks
-            .iter()
-            .position(|t| cursor_key(t) < *c)
-            .unwrap_or(tasks.len()),
-        None => 0,
-    };
-    let page_size = request.effective_page_size();
-    let page: Vec<TaskRecord> = tasks.into_iter().skip(start).take(page_size).collect();
+    let TaskPage {
+        tasks: mut page,
+        total,
+    } = store.list_tasks_page(query).await?;
+    let more = page.len() > page_size;
+    page.truncate(page_size);
+    let total_size = usize::try_from(total).unwrap_or(usize::MAX);
     let next_page_token = match page.last() {
-        Some(last) if start + page.len() < total_size => {
-            format!("{}:{}", last.updated_at.timestamp_millis(), last.task_id)
+        Some(last) if more => {
+            let (millis, task_id) = cursor_key(last);
+            format!("{millis}:{task_id}")
         }
         _ => String::new(),
     };

@@ -4,9 +4,11 @@
 mod artifacts;
 mod contexts;
 mod messages;
+mod task_pages;
 mod tasks;
 
 pub use contexts::ContextCursor;
+pub use task_pages::{TaskPage, TaskQuery};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -10,7 +10,7 @@ use super::Store;
 use crate::db::{decode_json, decode_time, encode_json, encode_time};
 use crate::{StoreError, TaskRecord};
 
-const COLUMNS: &str =
+pub(super) const COLUMNS: &str =
     "task_id, context_id, parent_task_id, state, created_at, updated_at, error, result, pending";
 
 /// States a task can only be in while a process is actively working on it. A task found in
@@ -27,7 +27,7 @@ const ACTIVE_IN_CONTEXT: &str = "INDEXED BY tasks_active WHERE context_id = ?1 \
      AND state IN ('submitted', 'working', 'waiting-input', 'waiting-auth', 'waiting-subtask') \
      ORDER BY created_at DESC, task_id DESC LIMIT 1";
 
-struct RawTask {
+pub(super) struct RawTask {
     task_id: String,
     context_id: String,
     parent_task_id: Option<String>,
@@ -39,7 +39,7 @@ struct RawTask {
     pending: Option<String>,
 }
 
-fn raw(row: &rusqlite::Row<'_>) -> rusqlite::Result<RawTask> {
+pub(super) fn raw(row: &rusqlite::Row<'_>) -> rusqlite::Result<RawTask> {
     Ok(RawTask {
         task_id: row.get(0)?,
         context_id: row.get(1)?,
@@ -53,7 +53,7 @@ fn raw(row: &rusqlite::Row<'_>) -> rusqlite::Result<RawTask> {
     })
 }
 
-fn decode(raw: RawTask) -> Result<TaskRecord, StoreError> {
+pub(super) fn decode(raw: RawTask) -> Result<TaskRecord, StoreError> {
     let key = raw.task_id.as_str();
     let state = TaskState::parse(&raw.state).ok_or_else(|| StoreError::Corrupt {
         table: "tasks",
