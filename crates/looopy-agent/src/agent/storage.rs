@@ -144,7 +144,13 @@ impl Agent {
         let task_id = turn.record.task_id.clone();
         let (end, run_error) = match result {
             Ok(end) => match turn.emitter.stop_reason() {
-                Some(reason) => (TurnEnd::Failed(reason), None),
+                Some(reason) => {
+                    if reason.code == error_code::STORAGE_UNAVAILABLE {
+                        // A best-effort event failed: same clean-up as below.
+                        settle_refused(turn, &task_id).await;
+                    }
+                    (TurnEnd::Failed(reason), None)
+                }
                 None => (end, None),
             },
             Err(error) => {
@@ -168,14 +174,7 @@ impl Agent {
                         .event_log()
                         .report_failure(&turn.record.context_id, &error.to_string());
                 }
-                // Events of this run may have been refused: end the refusal and number
-                // the closing events after what the log really holds (gapless).
-                if let Err(refused) = turn.emitter.flush().await {
-                    tracing::debug!(error = %refused, %task_id, "events of the failed run");
-                }
-                if let Err(e) = turn.emitter.resync().await {
-                    tracing::warn!(error = %e, %task_id, "cannot read the log's last event");
-                }
+                settle_refused(turn, &task_id).await;
                 (TurnEnd::Failed(reason), Some(error))
             }
         };
@@ -230,5 +229,16 @@ impl Agent {
             },
             counted,
         )
+    }
+}
+
+/// Events of a failed run may have been refused: ends the refusal (a flush of the context)
+/// and numbers the closing events after what the log really holds, so it stays gapless.
+async fn settle_refused(turn: &Turn, task_id: &str) {
+    if let Err(refused) = turn.emitter.flush().await {
+        tracing::debug!(error = %refused, %task_id, "events of the failed run");
+    }
+    if let Err(e) = turn.emitter.resync().await {
+        tracing::warn!(error = %e, %task_id, "cannot read the log's last event");
     }
 }
