@@ -57,7 +57,9 @@
 //!
 //! **Streaming details.** One thought splitter serves the whole response; it is flushed before
 //! each tool call, before `repeat_text` and at the end, so a thought left open there is closed
-//! with `truncated: true`. Thought ids without an `id` attribute are
+//! with `truncated: true`. A response splits out at most [`MAX_THOUGHTS_PER_RESPONSE`]
+//! thoughts (user text put in by a template cannot multiply its events); the rest of its
+//! text is delivered as is. Thought ids without an `id` attribute are
 //! `thought-<messages>-<n>` (unique within a conversation, stable across runs). Unless a
 //! `usage` step says otherwise, an estimated [`crate::LlmEvent::Usage`] precedes `Finish`.
 //! Nothing is computed until the stream is first polled; pauses are `tokio::time::sleep`, so
@@ -100,7 +102,7 @@ use std::path::Path;
 use std::str::FromStr;
 use std::sync::Arc;
 
-pub use player::{MAX_TEXT_CHUNKS, SCRIPTED_FAILURE_KIND};
+pub use player::{MAX_TEXT_CHUNKS, MAX_THOUGHTS_PER_RESPONSE, SCRIPTED_FAILURE_KIND};
 pub use script::{DEFAULT_CHUNK_SIZE, Matcher, Response, Script, Step, ToolArguments, Turn};
 
 use context::Conversation;
@@ -375,6 +377,25 @@ mod tests {
             )),
             "the echo must not turn the user's markup into thoughts"
         );
+    }
+
+    #[tokio::test]
+    async fn user_markup_in_a_scripted_response_cannot_multiply_its_events() {
+        // The built-in script quotes the user inside a thought and in its answer; a
+        // message that closes that thought and then opens thousands of its own must not
+        // become one event per tag.
+        let bomb = format!("</thinking>{}", "<think/>".repeat(131_000));
+        let events = collect(&ScriptedProvider::builtin(), vec![Message::user(bomb)]).await;
+        assert!(events.len() < 2_000, "{} events", events.len());
+        let thoughts = events
+            .iter()
+            .filter(|e| matches!(e, LlmEvent::ReasoningEnd(_)))
+            .count();
+        assert!(
+            thoughts <= MAX_THOUGHTS_PER_RESPONSE + 600,
+            "{thoughts} thoughts"
+        );
+        assert!(text_of(&events).contains("<think/><think/>"));
     }
 
     #[tokio::test]

@@ -24,6 +24,11 @@ pub const SCRIPTED_FAILURE_KIND: &str = "scripted_failure";
 /// to log and stream for a single answer.
 pub const MAX_TEXT_CHUNKS: usize = 256;
 
+/// Inline thoughts one response splits out; after that its text is delivered as is.
+/// Templates put user text into responses, and user text full of `<think/>` would
+/// otherwise become one thought event per eight bytes. No script needs more.
+pub const MAX_THOUGHTS_PER_RESPONSE: usize = 64;
+
 /// The chunk size for `text`: `size` characters, or larger so there are at most
 /// [`MAX_TEXT_CHUNKS`] chunks.
 fn bounded_chunk_size(text: &str, size: usize) -> usize {
@@ -61,8 +66,10 @@ pub(crate) struct Player {
     finish_reason: Option<FinishReason>,
     output_chars: u64,
     done: bool,
-    /// Text is delivered as is, without looking for inline thoughts (the echo).
+    /// Text is delivered as is, without looking for inline thoughts (the echo, or after
+    /// [`MAX_THOUGHTS_PER_RESPONSE`]).
     literal: bool,
+    thoughts: usize,
 }
 
 impl Player {
@@ -91,6 +98,7 @@ impl Player {
             output_chars: 0,
             done: false,
             literal: false,
+            thoughts: 0,
         }
     }
 
@@ -269,6 +277,14 @@ impl Player {
     fn split(&mut self, chunk: &str) {
         let events = self.splitter.push(chunk);
         self.push_split_events(events);
+        if self.thoughts >= MAX_THOUGHTS_PER_RESPONSE {
+            tracing::debug!(
+                thoughts = self.thoughts,
+                "scripted model: thought limit reached; the rest of the text is delivered as is"
+            );
+            self.flush_splitter();
+            self.literal = true;
+        }
     }
 
     /// Releases held text and closes an open thought (as truncated).
@@ -288,7 +304,10 @@ impl Player {
                     self.output_chars += delta.chars().count() as u64;
                     LlmEvent::ReasoningDelta { id, text: delta }
                 }
-                SplitEvent::ThoughtEnd(thought) => LlmEvent::ReasoningEnd(thought_info(thought)),
+                SplitEvent::ThoughtEnd(thought) => {
+                    self.thoughts += 1;
+                    LlmEvent::ReasoningEnd(thought_info(thought))
+                }
                 _ => continue,
             };
             self.pending.push_back(Ok(mapped));
