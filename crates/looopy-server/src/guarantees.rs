@@ -68,8 +68,17 @@
 //! - **A failed task is a state change, not a separate event kind**: `task-status` with
 //!   `status: failed` and `error: {code, message, retryable}`, then `task-complete` with
 //!   `status: failed`. Codes are stable (`llm_http`, `llm_provider`, `max_iterations`,
-//!   `interrupted`, `store_error`, …) and `retryable` says whether trying again may help.
+//!   `interrupted`, `store_error`, `storage_unavailable`, `turn_too_large`, …; see
+//!   `looopy_protocol::error_code`) and `retryable` says whether trying again may help.
 //!   A turn that fails at once still sends both, and its stream closes.
+//! - **When storage fails** (disk full, I/O errors) the turn whose events cannot be written
+//!   stops and fails `storage_unavailable`. Its terminal events cannot be logged then, so
+//!   its context's streams end with `: storage unavailable` instead (after the events they
+//!   had; a reconnecting client replays what was logged); `GET /v1/tasks/{id}` says
+//!   `failed` from memory, and the record and terminal events are written once a write
+//!   succeeds again. A context's log stays a gapless prefix of what was appended: after a
+//!   failed write nothing later of that run is written. Other contexts are not affected
+//!   unless their own writes fail.
 //! - A failing tool does not fail the turn: its `tool-complete` has `success: false` and
 //!   an `error`, and the model sees the error as the tool's result.
 //! - HTTP errors are `{"error": {"code", "message"}}`: 400 (malformed JSON `malformed_json`,
@@ -78,7 +87,10 @@
 //!   409 (`busy`, `waiting_input`, `not_waiting`, `wrong_input`, `not_running`), 413
 //!   `payload_too_large`, 415 `unsupported_media_type`, 429 `too_many_streams` (the
 //!   caller's share of event streams is in use), 503 `shutting_down`, 503 `server_busy`
-//!   (the server holds its maximum of event streams; see the `limits` module).
+//!   (the server holds its maximum of event streams; see the `limits` module), 503
+//!   `storage_unavailable` (turns and input answers while the database cannot be
+//!   written; each such request first probes with a tiny write, so the first one after
+//!   the disk has room again goes through).
 //! - Problems of a stream itself (fell behind, shutdown, a failed log read, its optional
 //!   maximum lifetime) end it with a comment naming the reason; the client resumes with
 //!   `Last-Event-ID`.
