@@ -95,7 +95,10 @@ async fn refused_resume(args: &ResumeArgs, error: anyhow::Error) -> Result<ExitC
         return Err(error);
     };
     let is_server = holder.address.is_some()
-        || holder.command.as_deref().is_some_and(|c| c.ends_with(" serve"));
+        || holder
+            .command
+            .as_deref()
+            .is_some_and(|c| c.ends_with(" serve"));
     if !is_server {
         return Err(error);
     }

@@ -290,7 +290,10 @@ impl EventLog {
     /// [`subscribe_failures`](Self::subscribe_failures) receivers are told.
     pub fn report_failure(&self, context_id: &str, reason: &str) {
         if !self.shared.read_only {
-            self.shared.reader.health().context_failed(context_id, reason);
+            self.shared
+                .reader
+                .health()
+                .context_failed(context_id, reason);
         }
     }
 
