@@ -98,12 +98,17 @@ async fn a_disk_that_fills_mid_turn_fails_the_turn_visibly_and_writes_resume_aft
     // Outside the tmpfs, so filling it cannot break the script or the server's HOME.
     let work = tempfile::tempdir().unwrap();
     let script = work.path().join("script.yaml");
+    // A long, slow answer (up to 25 s: 50 steps of 100 deltas 5 ms apart; the scripted model
+    // cuts one text into at most 256 deltas, hence the steps), so the disk fills mid-turn.
+    let step = format!(
+        "        - text: \"{}\"\n          chunk_size: 5\n          delay_ms: 5\n",
+        "tick ".repeat(100)
+    );
     std::fs::write(
         &script,
-        "- when: {user_contains: [slow]}\n  responses:\n    - steps:\n        - text: \""
-            .to_string()
-            + &"tick ".repeat(20_000)
-            + "\"\n          chunk_size: 5\n          delay_ms: 2\n- responses: [\"done\"]\n",
+        "- when: {user_contains: [slow]}\n  responses:\n    - steps:\n".to_string()
+            + &step.repeat(50)
+            + "- responses: [\"done\"]\n",
     )
     .unwrap();
     let server = start_default(
