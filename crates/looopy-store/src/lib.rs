@@ -10,6 +10,14 @@
 //! Everything async runs on tokio's blocking pool or the writer thread, never on the
 //! runtime's workers.
 //!
+//! One process writes a database at a time: [`Store::open`] takes an OS lock on `<db>.lock`
+//! (released however the process ends) and a second writer gets [`StoreError::Locked`]
+//! naming the holder; [`Store::open_read_only`] reads beside a writer. A damaged file is
+//! refused at open ([`StoreError::CorruptDatabase`], from `PRAGMA quick_check`). When writes
+//! start failing (disk full), the failure is attributed to the context whose events were
+//! refused ([`EventLog::flush_context`], [`EventLog::subscribe_failures`]) and
+//! [`Store::check_writable`] probes for recovery.
+//!
 //! ```
 //! use futures::StreamExt;
 //! use looopy_protocol::{EventPayload, Message, Sequencer, Stamp, TaskState, event::ContentDelta};
