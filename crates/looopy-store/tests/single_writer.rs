@@ -126,3 +126,24 @@ async fn check_writable_is_immediate_while_healthy() {
         Err(StoreError::ReadOnly)
     ));
 }
+
+#[tokio::test]
+async fn a_context_flush_reports_only_that_contexts_refused_events() {
+    let (_dir, store) = open_temp();
+    let log = store.event_log();
+    log.append(delta("a", 1)).await.unwrap();
+    log.append(delta("a", 1)).await.unwrap(); // refused: duplicate seq of "a"
+    log.append(delta("b", 1)).await.unwrap();
+    log.flush_context("b").await.unwrap();
+    match log.flush_context("a").await {
+        Err(StoreError::Rejected { count, examples }) => {
+            assert_eq!(count, 1);
+            assert_eq!(examples[0].context_id, "a");
+            assert!(!examples[0].write_failed);
+        }
+        other => panic!("expected a's rejection, got {other:?}"),
+    }
+    // Reported once.
+    log.flush_context("a").await.unwrap();
+    log.flush().await.unwrap();
+}
