@@ -203,7 +203,7 @@ impl Store {
                 let now = Utc::now();
                 let mut failed = Vec::with_capacity(raws.len());
                 let error = ErrorInfo {
-                    code: "interrupted".to_string(),
+                    code: looopy_protocol::error_code::INTERRUPTED.to_string(),
                     message: reason.clone(),
                     retryable: true,
                 };
