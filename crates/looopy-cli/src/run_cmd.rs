@@ -178,16 +178,14 @@ pub async fn drive(
 ) -> Result<ExitCode> {
     let mut renderer = Renderer::new(style);
     let mut stdout = std::io::stdout();
-    let tail = agent
-        .store()
-        .event_log()
-        .tail(&handle.context_id, handle.start_seq);
-    let mut tail = std::pin::pin!(tail);
+    // The run's events; the stream also ends when the run ends without being able to log
+    // its end (storage failure), so a failing disk cannot leave us waiting forever.
+    let mut events = Box::pin(handle.events());
     let mut canceled_once = false;
     let mut final_state = None;
     loop {
         let event = tokio::select! {
-            e = tail.next() => e,
+            e = events.next() => e,
             _ = tokio::signal::ctrl_c() => {
                 if canceled_once {
                     return Ok(ExitCode::from(130));
@@ -198,7 +196,6 @@ pub async fn drive(
             }
         };
         let Some(event) = event else { break };
-        let event = event?;
         if !belongs_to(&event, &handle.task_id) {
             continue;
         }
@@ -251,10 +248,15 @@ pub async fn drive(
                         serde_json::Value::String(answer),
                     )
                     .await?;
+                events = Box::pin(handle.events());
             }
         }
     }
-    let _ = handle.wait().await;
+    let ended = handle.wait().await;
+    if let (Err(error), false) = (&ended, final_state.is_some_and(|s| s.is_terminal())) {
+        // The run ended without logging how (e.g. the disk filled up): say why.
+        eprintln!("looopy: the turn failed: {error}");
+    }
     Ok(match final_state {
         Some(TaskState::Completed) => ExitCode::SUCCESS,
         Some(TaskState::Canceled) => ExitCode::from(130),

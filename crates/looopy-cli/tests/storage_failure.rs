@@ -280,3 +280,80 @@ fn a_damaged_page_is_refused_at_start_up_with_exit_2() {
     );
     assert!(!stderr.contains("serving on"), "{stderr}");
 }
+
+#[test]
+fn looopy_run_on_a_disk_that_fills_ends_with_the_reason_instead_of_waiting_forever() {
+    let fs = match Tmpfs::mount("24m") {
+        Ok(fs) => fs,
+        Err(why) if std::env::var("LOOOPY_REQUIRE_E2E").as_deref() != Ok("1") => {
+            eprintln!(
+                "skipping the disk-full test: {why} (set LOOOPY_REQUIRE_E2E=1 to fail instead)"
+            );
+            return;
+        }
+        Err(why) => panic!("LOOOPY_REQUIRE_E2E=1 but no tmpfs: {why}"),
+    };
+    let db = fs.path().join("looopy.db");
+    let work = tempfile::tempdir().unwrap();
+    let script = work.path().join("script.yaml");
+    let step = format!(
+        "        - text: \"{}\"\n          chunk_size: 5\n          delay_ms: 5\n",
+        "tick ".repeat(100)
+    );
+    std::fs::write(
+        &script,
+        "- responses:\n    - steps:\n".to_string() + &step.repeat(50),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_looopy"))
+        .args(["run", "--json", "--provider", "scripted", "--script"])
+        .arg(&script)
+        .arg("--db")
+        .arg(&db)
+        .arg("count slowly")
+        .env("HOME", work.path())
+        .env_remove("LOOOPY_DB")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Fill the disk once the turn is streaming (its first lines are on stdout).
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    let mut deltas = 0;
+    while deltas < 20 {
+        line.clear();
+        let read = std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+        assert!(read > 0, "looopy run ended before the disk filled");
+        deltas += usize::from(line.contains("\"content-delta\""));
+    }
+    let filler = fill(&fs.path().join("filler"));
+    // Keep draining stdout so the child never blocks on a full pipe.
+    let drain = std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut stdout, &mut rest);
+        rest
+    });
+    let deadline = Instant::now() + PATIENCE;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("looopy run kept waiting after its storage failed");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let rest = drain.join().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("storage unavailable"), "{stderr}");
+    assert!(
+        !rest.contains("\"task-complete\""),
+        "the end could not be logged"
+    );
+    drop(filler);
+}
