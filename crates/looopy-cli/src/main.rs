@@ -31,9 +31,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing();
     if let Command::Parse(args) = &cli.command {
+        // `parse` buffers its output itself and flushes when its input runs dry.
         let stdin = std::io::stdin().lock();
-        let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
-        return match parse_cmd::run(args, stdin, &mut stdout) {
+        let stdout = std::io::stdout().lock();
+        return match parse_cmd::run(args, stdin, stdout) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("looopy parse: {e}");

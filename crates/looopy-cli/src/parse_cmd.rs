@@ -5,14 +5,22 @@
 //! `thought-stream` payloads (no ids or timestamps, so output is reproducible); for
 //! `--protocol wire` they are the wire protocol's `{"type": …}` events.
 
-use std::io::{BufRead, Write};
+mod json_out;
+mod lines;
 
+use std::io::{Read, Write};
+use std::str::Utf8Error;
+
+#[cfg(test)]
 use looopy_protocol::EventPayload;
-use looopy_protocol::event::{ContentDelta, ThoughtStream, ThoughtType, Verbosity};
-use looopy_stream::thought::{SplitEvent, ThoughtConfig, ThoughtSplitter};
-use looopy_stream::wire::WireParser;
+#[cfg(test)]
+use looopy_protocol::event::{ContentDelta, ThoughtStream};
+use looopy_protocol::event::{ThoughtType, Verbosity};
+use looopy_stream::thought::{SplitEvent, Thought, ThoughtConfig, ThoughtSplitter};
+use looopy_stream::wire::{WireEvent, WireParser};
 
 use crate::cli::{ParseArgs, ParseProtocol};
+use lines::Output;
 
 /// A failure with the exit status it maps to.
 #[derive(Debug, thiserror::Error)]
@@ -31,6 +39,9 @@ pub struct ThoughtMapper {
 }
 
 impl ThoughtMapper {
+    /// The payload of `event` as a protocol value: the reference that the hand-written
+    /// serialisation in [`write`](Self::write) is tested against.
+    #[cfg(test)]
     pub fn map(&mut self, event: SplitEvent) -> Option<EventPayload> {
         match event {
             SplitEvent::Text(delta) if !delta.is_empty() => {
@@ -46,18 +57,54 @@ impl ThoughtMapper {
             }
             SplitEvent::ThoughtEnd(t) => {
                 let index = self.next_thought();
-                let kind = ThoughtType::from_name(t.thought_type.as_deref().unwrap_or(&t.tag));
-                let verbosity = t
-                    .verbosity
-                    .as_deref()
-                    .and_then(Verbosity::parse)
-                    .unwrap_or_default();
+                let (kind, verbosity) = Self::kind(&t);
                 let mut done = ThoughtStream::complete(t.id, index, t.content, kind, verbosity);
                 done.confidence = t.confidence;
                 done.truncated = t.truncated;
                 Some(EventPayload::ThoughtStream(done))
             }
             _ => None,
+        }
+    }
+
+    /// The type and verbosity a closing thought reports: from its attributes, else its tag.
+    fn kind(t: &Thought) -> (ThoughtType, Verbosity) {
+        let kind = ThoughtType::from_name(t.thought_type.as_deref().unwrap_or(&t.tag));
+        let verbosity = t
+            .verbosity
+            .as_deref()
+            .and_then(Verbosity::parse)
+            .unwrap_or_default();
+        (kind, verbosity)
+    }
+
+    /// Writes an event's payload without taking the event apart: it is serialised from
+    /// borrowed text, so the buffers of deltas can be reused (see [`recycle`]).
+    fn write<W: Write>(&mut self, event: &SplitEvent, out: &mut Output<W>) -> std::io::Result<()> {
+        match event {
+            SplitEvent::Text(delta) if !delta.is_empty() => {
+                let index = self.content_index;
+                self.content_index += 1;
+                out.write_with(|buf| json_out::content_delta(buf, delta, index))
+            }
+            SplitEvent::ThoughtDelta { id, delta } if !delta.is_empty() => {
+                let index = self.next_thought();
+                out.write_with(|buf| json_out::thought_delta(buf, id, delta, index))
+            }
+            SplitEvent::ThoughtEnd(t) => {
+                let (thought_type, verbosity) = Self::kind(t);
+                let end = json_out::ThoughtEnd {
+                    id: &t.id,
+                    index: self.next_thought(),
+                    content: &t.content,
+                    thought_type,
+                    verbosity,
+                    confidence: t.confidence,
+                    truncated: t.truncated,
+                };
+                out.write_with(|buf| json_out::thought_complete(buf, &end))
+            }
+            _ => Ok(()),
         }
     }
 
@@ -69,87 +116,185 @@ impl ThoughtMapper {
 }
 
 enum Parser {
-    Thinking(Box<ThoughtSplitter>, ThoughtMapper),
-    Wire(WireParser),
+    Thinking {
+        splitter: Box<ThoughtSplitter>,
+        mapper: ThoughtMapper,
+        events: Vec<SplitEvent>,
+    },
+    Wire {
+        parser: WireParser,
+        events: Vec<WireEvent>,
+    },
 }
 
 impl Parser {
-    fn push(&mut self, chunk: &str, out: &mut impl Write) -> std::io::Result<()> {
-        match self {
-            Self::Thinking(p, m) => write_thoughts(p.push(chunk), m, out),
-            Self::Wire(p) => write_all(p.push(chunk), out),
+    fn new(args: &ParseArgs) -> Self {
+        match args.protocol {
+            ParseProtocol::Thinking => {
+                let config = match &args.tags {
+                    Some(tags) => ThoughtConfig::with_tags(
+                        tags.iter().map(|t| t.trim()).filter(|t| !t.is_empty()),
+                    ),
+                    None => ThoughtConfig::default(),
+                };
+                Self::Thinking {
+                    splitter: Box::new(ThoughtSplitter::new(config)),
+                    mapper: ThoughtMapper::default(),
+                    events: Vec::new(),
+                }
+            }
+            ParseProtocol::Wire => Self::Wire {
+                parser: WireParser::new(),
+                events: Vec::new(),
+            },
         }
     }
 
-    fn finish(&mut self, out: &mut impl Write) -> std::io::Result<()> {
+    /// Feeds one chunk and writes the events it produced (one push, one batch of events, as
+    /// a provider forwarding each chunk would see them). The event vectors are drained, not
+    /// dropped, so their capacity is reused.
+    fn push<W: Write>(&mut self, chunk: &str, out: &mut Output<W>) -> std::io::Result<()> {
         match self {
-            Self::Thinking(p, m) => write_thoughts(p.finish(), m, out),
-            Self::Wire(p) => write_all(p.finish(), out),
+            Self::Thinking {
+                splitter,
+                mapper,
+                events,
+            } => {
+                splitter.push_into(chunk, events);
+                write_thoughts(events, mapper, out)
+            }
+            Self::Wire { parser, events } => {
+                parser.push_into(chunk, events);
+                write_wire(events, out)
+            }
+        }
+    }
+
+    fn finish<W: Write>(&mut self, out: &mut Output<W>) -> std::io::Result<()> {
+        match self {
+            Self::Thinking {
+                splitter,
+                mapper,
+                events,
+            } => {
+                splitter.finish_into(events);
+                write_thoughts(events, mapper, out)
+            }
+            Self::Wire { parser, events } => {
+                events.extend(parser.finish());
+                write_wire(events, out)
+            }
         }
     }
 }
 
-fn write_thoughts(
-    events: Vec<SplitEvent>,
+fn write_thoughts<W: Write>(
+    events: &mut Vec<SplitEvent>,
     mapper: &mut ThoughtMapper,
-    out: &mut impl Write,
+    out: &mut Output<W>,
 ) -> std::io::Result<()> {
-    write_all(events.into_iter().filter_map(|e| mapper.map(e)), out)
-}
-
-fn write_all<T: serde::Serialize>(
-    events: impl IntoIterator<Item = T>,
-    out: &mut impl Write,
-) -> std::io::Result<()> {
-    for e in events {
-        serde_json::to_writer(&mut *out, &e)?;
-        out.write_all(b"\n")?;
+    for event in events.iter() {
+        mapper.write(event, out)?;
     }
+    recycle(events, |last| match last {
+        SplitEvent::Text(text) | SplitEvent::ThoughtDelta { delta: text, .. } => {
+            text.clear();
+            true
+        }
+        _ => false,
+    });
     Ok(())
 }
 
-/// Runs the filter over `input`, writing events to `out`.
-pub fn run(
-    args: &ParseArgs,
-    input: impl BufRead,
-    out: &mut impl Write,
-) -> Result<(), ParseCmdError> {
-    let mut parser = match args.protocol {
-        ParseProtocol::Thinking => {
-            let config = match &args.tags {
-                Some(tags) => ThoughtConfig::with_tags(
-                    tags.iter().map(|t| t.trim()).filter(|t| !t.is_empty()),
-                ),
-                None => ThoughtConfig::default(),
-            };
-            Parser::Thinking(
-                Box::new(ThoughtSplitter::new(config)),
-                ThoughtMapper::default(),
-            )
+fn write_wire<W: Write>(events: &mut Vec<WireEvent>, out: &mut Output<W>) -> std::io::Result<()> {
+    for event in events.iter() {
+        match event {
+            // Emptied by `recycle` (the parser never emits an empty untruncated delta).
+            WireEvent::Think {
+                content,
+                truncated: false,
+            }
+            | WireEvent::Respond {
+                content,
+                truncated: false,
+            } if content.is_empty() => Ok(()),
+            WireEvent::Think {
+                content,
+                truncated: false,
+            } => out.write_with(|buf| json_out::wire_text(buf, "think", content)),
+            WireEvent::Respond {
+                content,
+                truncated: false,
+            } => out.write_with(|buf| json_out::wire_text(buf, "respond", content)),
+            other => out.event(other),
+        }?;
+    }
+    recycle(events, |last| match last {
+        WireEvent::Think { content, .. } | WireEvent::Respond { content, .. } => {
+            content.clear();
+            true
         }
-        ParseProtocol::Wire => Parser::Wire(WireParser::new()),
+        _ => false,
+    });
+    Ok(())
+}
+
+/// Empties `events` after they were written, except that a trailing text delta stays, with
+/// its text cleared (`clear` returns false for events that cannot stay), so the parser's next
+/// push extends it in place: its buffer is reused instead of a `String` being allocated and
+/// freed for every chunk. An emptied delta left in front of other events writes nothing.
+fn recycle<E>(events: &mut Vec<E>, clear: impl FnOnce(&mut E) -> bool) {
+    let keep = events
+        .pop()
+        .and_then(|mut last| clear(&mut last).then_some(last));
+    events.clear();
+    events.extend(keep);
+}
+
+/// Runs the filter over `input`, writing events to `out`. Output is buffered and written
+/// whenever the input read so far is used up (see [`lines`]), so a live pipe stays prompt.
+pub fn run(args: &ParseArgs, input: impl Read, out: impl Write) -> Result<(), ParseCmdError> {
+    let mut filter = Filter {
+        parser: Parser::new(args),
+        out: Output::new(out),
+        chunk: String::new(),
     };
-    for (i, line) in input.split(b'\n').enumerate() {
-        let line_no = i + 1;
-        let line = line?;
-        let text = std::str::from_utf8(&line).map_err(|e| ParseCmdError::BadLine {
-            line: line_no,
-            message: format!("not valid UTF-8 ({e})"),
-        })?;
-        let text = text.trim_end_matches('\r');
-        if text.trim().is_empty() {
-            continue;
-        }
-        let chunk: String = serde_json::from_str(text).map_err(|e| ParseCmdError::BadLine {
-            line: line_no,
-            message: format!("expected a JSON string ({e})"),
-        })?;
-        parser.push(&chunk, out)?;
-        out.flush()?;
-    }
-    parser.finish(out)?;
-    out.flush()?;
+    lines::for_each_line(input, &mut filter)?;
+    filter.parser.finish(&mut filter.out)?;
+    filter.out.flush()?;
     Ok(())
+}
+
+/// The filter's state between lines.
+struct Filter<W: Write> {
+    parser: Parser,
+    out: Output<W>,
+    /// Where a chunk with escapes is decoded (the same buffer every line).
+    chunk: String,
+}
+
+impl<W: Write> lines::LineHandler for Filter<W> {
+    type Error = ParseCmdError;
+
+    fn line(&mut self, number: usize, line: Result<&str, Utf8Error>) -> Result<(), ParseCmdError> {
+        let bad = |message| ParseCmdError::BadLine {
+            line: number,
+            message,
+        };
+        let line = line.map_err(|e| bad(format!("not valid UTF-8 ({e})")))?;
+        let chunk = lines::decode_line(line, &mut self.chunk)
+            .map_err(|e| bad(format!("expected a JSON string ({e})")))?;
+        if let Some(chunk) = chunk {
+            self.parser.push(chunk, &mut self.out)?;
+        }
+        Ok(())
+    }
+
+    /// Everything read so far is handled: write its events out before the next read can
+    /// block, so a consumer of a live pipe sees them now.
+    fn before_read(&mut self) -> Result<(), ParseCmdError> {
+        Ok(self.out.flush()?)
+    }
 }
 
 #[cfg(test)]
@@ -195,6 +340,80 @@ mod tests {
             })
             .collect();
         assert_eq!(streamed, "I should verify first");
+    }
+
+    /// What `looopy parse` did before its I/O was buffered: one line at a time, a new
+    /// `String` per chunk, one `Vec` of events per push, one serialisation per event.
+    fn line_by_line(protocol: ParseProtocol, input: &str) -> String {
+        fn write<T: serde::Serialize>(out: &mut String, events: impl IntoIterator<Item = T>) {
+            for e in events {
+                out.push_str(&serde_json::to_string(&e).unwrap());
+                out.push('\n');
+            }
+        }
+        let mut out = String::new();
+        let mut splitter = ThoughtSplitter::new(ThoughtConfig::default());
+        let mut mapper = ThoughtMapper::default();
+        let mut wire = WireParser::new();
+        let lines = input
+            .split('\n')
+            .map(|l| l.trim_end_matches('\r'))
+            .filter(|l| !l.trim().is_empty());
+        for line in lines {
+            let chunk: String = serde_json::from_str(line).unwrap();
+            match protocol {
+                ParseProtocol::Thinking => write(
+                    &mut out,
+                    splitter
+                        .push(&chunk)
+                        .into_iter()
+                        .filter_map(|e| mapper.map(e)),
+                ),
+                ParseProtocol::Wire => write(&mut out, wire.push(&chunk)),
+            }
+        }
+        match protocol {
+            ParseProtocol::Thinking => write(
+                &mut out,
+                splitter.finish().into_iter().filter_map(|e| mapper.map(e)),
+            ),
+            ParseProtocol::Wire => write(&mut out, wire.finish()),
+        }
+        out
+    }
+
+    #[test]
+    fn buffered_output_equals_the_line_by_line_reference() {
+        let text = "Prose with \"quotes\", a < b, Vec<String>, tabs\t and é 世界 🦀.\n\
+                    <thinking id=\"t1\" confidence=0.5>Plan: check \\ and \u{1}</thinking> \
+                    <think>x</think> we go <reflection>long enough to span chunks</reflection> \
+                    <respond>ok</respond> <think>more thinking</think> and an answer <thinking>\
+                    open at the end <execute>[{\"name\":\"a\"}]</execute>";
+        let chars: Vec<char> = text.chars().collect();
+        for size in [1, 2, 3, 5, 8, 64] {
+            let mut input = String::new();
+            for (i, chunk) in chars.chunks(size).enumerate() {
+                let chunk: String = chunk.iter().collect();
+                input.push_str(&serde_json::to_string(&chunk).unwrap());
+                // Line endings and blank lines of every kind.
+                input.push_str(["\n", "\r\n", "\n\n", "\n  \n"][i % 4]);
+            }
+            for protocol in [ParseProtocol::Thinking, ParseProtocol::Wire] {
+                let args = ParseArgs {
+                    protocol,
+                    tags: None,
+                };
+                let mut out = Vec::new();
+                run(&args, input.as_bytes(), &mut out).unwrap();
+                let expected = line_by_line(protocol, &input);
+                assert!(expected.lines().count() > 5);
+                assert_eq!(
+                    String::from_utf8(out).unwrap(),
+                    expected,
+                    "{protocol:?}, {size}-char chunks"
+                );
+            }
+        }
     }
 
     #[test]

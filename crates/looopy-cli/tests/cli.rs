@@ -320,3 +320,93 @@ fn chat_streams_answers_and_handles_slash_commands() {
     let after_clear = stdout.split("cleared").nth(1).unwrap();
     assert!(!after_clear.contains("you: What is 6*7?"), "{stdout}");
 }
+
+/// `looopy parse` buffers its output, but writes it out whenever the input it has read is
+/// used up: a producer that sends one chunk at a time over a live pipe and waits for the
+/// answer gets each chunk's events before it sends the next (the receive timeout only keeps a
+/// broken build from hanging the suite).
+#[test]
+fn parse_answers_each_chunk_of_a_live_pipe_before_the_next() {
+    use std::io::{BufRead, BufReader};
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_looopy"))
+        .args(["parse", "--protocol", "thinking"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn looopy parse");
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            if tx.send(line.unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut next_event = |what: &str| -> Value {
+        match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(line) => serde_json::from_str(&line).unwrap(),
+            Err(e) => {
+                let _ = child.kill();
+                panic!("no output for {what} while the pipe stays open: {e}");
+            }
+        }
+    };
+    for i in 0..20 {
+        let chunk = format!("chunk {i} ");
+        writeln!(stdin, "{}", serde_json::to_string(&chunk).unwrap()).unwrap();
+        stdin.flush().unwrap();
+        let event = next_event(&chunk);
+        assert_eq!(event["kind"], "content-delta");
+        assert_eq!(event["delta"], chunk.as_str());
+        assert_eq!(event["index"], i);
+    }
+    writeln!(
+        stdin,
+        "{}",
+        serde_json::to_string("<thinking>idea</thinking>").unwrap()
+    )
+    .unwrap();
+    stdin.flush().unwrap();
+    let delta = next_event("a thought");
+    assert_eq!(delta["delta"], "idea");
+    let closing = next_event("a thought's end");
+    assert_eq!(closing["isComplete"], true);
+    assert_eq!(closing["content"], "idea");
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    reader.join().unwrap();
+}
+
+/// The wire protocol through the CLI keeps text exactly: the words around a removed block
+/// keep their spaces (`then <think>x</think> we` must not glue into `thenwe`).
+#[test]
+fn parse_wire_keeps_the_whitespace_around_blocks() {
+    let dir = tempfile::tempdir().unwrap();
+    let input: String = [
+        "if a < b then <thi",
+        "nk>x</think> we go\n",
+        "<respond> ok </respond>",
+    ]
+    .iter()
+    .map(|c| serde_json::to_string(c).unwrap() + "\n")
+    .collect();
+    let out = looopy(
+        &dir.path().join("x.db"),
+        &["parse", "--protocol", "wire"],
+        &input,
+    );
+    assert!(out.status.success());
+    let events = json_lines(&out);
+    let respond: String = events
+        .iter()
+        .filter(|e| e["type"] == "respond")
+        .map(|e| e["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(respond, "if a < b then  we go\n ok ");
+}
