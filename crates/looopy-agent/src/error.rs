@@ -56,6 +56,9 @@ pub enum AgentError {
     /// Saved resume state could not be read, or a turn's task died unexpectedly.
     #[error("internal error: {0}")]
     Internal(String),
+    /// The agent could not be assembled (e.g. no provider given to the builder).
+    #[error("invalid agent configuration: {0}")]
+    Config(String),
 }
 
 impl AgentError {
@@ -75,6 +78,7 @@ impl AgentError {
             Self::Store(e) if e.is_storage_failure() => error_code::STORAGE_UNAVAILABLE,
             Self::Store(_) => error_code::STORE_ERROR,
             Self::Internal(_) => "internal",
+            Self::Config(_) => "invalid_config",
         }
     }
 
@@ -91,7 +95,7 @@ impl AgentError {
             Self::Forbidden(_) => 403,
             Self::StorageUnavailable(_) => 503,
             Self::Store(e) if e.is_storage_failure() => 503,
-            Self::Store(_) | Self::Internal(_) => 500,
+            Self::Store(_) | Self::Internal(_) | Self::Config(_) => 500,
         }
     }
 

@@ -9,29 +9,43 @@
 //! server — and the conversation is persisted as each iteration completes.
 //!
 //! ```
-//! use std::sync::Arc;
-//! use looopy_agent::{Agent, AgentConfig, tool::ToolRegistry};
+//! use futures::StreamExt;
+//! use looopy_agent::Agent;
+//! use looopy_agent::tool::{ToolContext, ToolFailure, tool_fn};
 //! use looopy_llm::scripted::{Response, ScriptedProvider};
-//! use looopy_protocol::TaskState;
-//! use looopy_store::Store;
+//! use looopy_protocol::{EventPayload, TaskState};
+//!
+//! #[derive(serde::Deserialize, schemars::JsonSchema)]
+//! struct WeatherArgs {
+//!     /// The city to look up.
+//!     city: String,
+//! }
 //!
 //! # tokio::runtime::Runtime::new().unwrap().block_on(async {
-//! let dir = tempfile::tempdir().unwrap();
-//! let store = Store::open(dir.path().join("looopy.db")).unwrap();
+//! // A tool is a name, a description for the model, and an async closure over typed args.
+//! let weather = tool_fn("weather", "Current weather in a city.", |args: WeatherArgs, _ctx: ToolContext| async move {
+//!     Ok::<_, ToolFailure>(format!("Sunny in {}", args.city))
+//! });
+//! // The scripted model stands in for a real one: it calls the tool, then answers.
 //! let model = ScriptedProvider::from_responses(vec![
-//!     Response::new().tool_call("calculator", serde_json::json!({"expression": "6*7"})),
-//!     Response::new().text("The answer is {{last_tool_result}}."),
+//!     Response::new().tool_call("weather", serde_json::json!({"city": "Lisbon"})),
+//!     Response::new().text("{{last_tool_result}}."),
 //! ]);
-//! let agent = Agent::new(Arc::new(model), store, ToolRegistry::builtin(), AgentConfig::default());
+//! // Everything else has defaults: a private in-memory store, the default limits.
+//! let agent = Agent::builder().provider(model).tool(weather).build().unwrap();
 //!
-//! let turn = agent.start_turn("ctx-demo", "What is 6*7?", None).await.unwrap();
-//! let task_id = turn.task_id.clone();
+//! let turn = agent.start_turn("ctx-demo", "Weather in Lisbon?", None).await.unwrap();
+//! // Every event of the turn: replayed from the durable log, then live, until it settles.
+//! let events: Vec<_> = turn.events().collect().await;
+//! for event in &events {
+//!     println!("{} {}", event.seq, serde_json::to_string(&event.payload).unwrap());
+//! }
+//! assert!(matches!(events.last().unwrap().payload, EventPayload::TaskComplete(_)));
 //! assert_eq!(turn.wait().await.unwrap(), TaskState::Completed);
-//!
-//! let task = agent.store().get_task(&task_id).await.unwrap().unwrap();
-//! assert_eq!(task.result.as_deref(), Some("The answer is 42."));
 //! # });
 //! ```
+//!
+//! The same program is `examples/embed.rs` (`cargo run -p looopy-agent --example embed`).
 //!
 //! Limits and the tool-calling mode are set in [`AgentConfig`]; the [`tool`] module
 //! explains how to write tools. Cancellation ([`TurnHandle::cancel`], [`Agent::cancel`]),
@@ -50,7 +64,7 @@ mod error;
 pub mod tool;
 mod turn;
 
-pub use agent::{Agent, TurnHandle, belongs_to, settles};
+pub use agent::{Agent, AgentBuilder, TurnHandle, belongs_to, settles};
 pub use config::{AgentConfig, ToolProtocol};
 pub use error::AgentError;
 

@@ -96,5 +96,5 @@ pub use config::ServerConfig;
 pub use conn::ConnHandle;
 pub use error::{ApiError, ServerError};
 pub use limits::StreamPermit;
-pub use server::{BoundServer, bind, router, serve};
+pub use server::{BoundServer, app, bind, router, router_with_config, serve};
 pub use state::{AppState, StreamRequest, TurnStarted};

@@ -32,13 +32,39 @@ use tower_http::trace::TraceLayer;
 use crate::conn::KillableListener;
 use crate::{ApiError, AppState, ServerConfig, ServerError, a2a, auth, body, routes, web};
 
-/// The whole HTTP surface: the `/v1` API, `/healthz`, A2A and the web page, behind
-/// authentication, the body reader (limit and timeout, [`crate::body`]), CORS (when
-/// configured) and request tracing.
+/// The whole HTTP surface of `agent` with the default [`ServerConfig`], as an axum
+/// [`Router`] to serve inside your own application (merge or `nest` it, add your layers):
+///
+/// ```no_run
+/// # async fn run(agent: looopy_agent::Agent) -> Result<(), Box<dyn std::error::Error>> {
+/// let app = axum::Router::new()
+///     .route("/", axum::routing::get(|| async { "my service" }))
+///     .nest("/agent", looopy_server::router(agent)?);
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+/// axum::serve(listener, app).await?;
+/// # Ok(()) }
+/// ```
+///
+/// Served this way (not through [`bind`]), the server cannot close a stuck connection on
+/// its own, so a client that stops reading keeps its socket until the OS times it out (its
+/// stream still stops receiving events), and per-address stream limits do not apply.
+/// Errors: an invalid config, or no tokio runtime.
+pub fn router(agent: Agent) -> Result<Router, ServerError> {
+    router_with_config(ServerConfig::default(), agent)
+}
+
+/// [`router`] with an explicit configuration (tokens, limits, CORS, …).
+pub fn router_with_config(config: ServerConfig, agent: Agent) -> Result<Router, ServerError> {
+    Ok(app(AppState::new(config, agent)?))
+}
+
+/// The whole HTTP surface over existing state: the `/v1` API, `/healthz`, A2A and the web
+/// page, behind authentication, the body reader (limit and timeout, [`crate::body`]), CORS
+/// (when configured) and request tracing.
 ///
 /// Request spans record only the method and the path — never headers or the query string,
 /// which may carry credentials.
-pub fn router(state: AppState) -> Router {
+pub fn app(state: AppState) -> Router {
     let config = state.config().clone();
     let app = Router::new()
         .merge(routes::api_routes())
@@ -164,7 +190,7 @@ impl BoundServer {
         } = self;
         let close_all = CancellationToken::new();
         let mut listener = KillableListener::new(listener, close_all.clone());
-        let app = router(state.clone());
+        let app = app(state.clone());
         let signal = tokio::spawn({
             let state = state.clone();
             async move {

@@ -80,6 +80,9 @@ pub(crate) struct Pool {
     read_only: bool,
     /// Told about storage failures of writes made through the pool.
     health: Arc<Health>,
+    /// The private directory of a [`Store::in_memory`](crate::Store::in_memory) database:
+    /// it must exist as long as anything may open a connection, and go when nothing can.
+    temporary_dir: Mutex<Option<tempfile::TempDir>>,
 }
 
 impl Pool {
@@ -97,7 +100,16 @@ impl Pool {
             max_idle: max_idle.max(1),
             read_only,
             health,
+            temporary_dir: Mutex::new(None),
         }
+    }
+
+    /// Keeps `dir` (the database's private directory) until the pool is dropped.
+    pub(crate) fn own_directory(&self, dir: tempfile::TempDir) {
+        *self
+            .temporary_dir
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(dir);
     }
 
     pub(crate) fn health(&self) -> &Arc<Health> {

@@ -2,6 +2,7 @@
 //! its events written to the durable event log — the one place the CLI and server read.
 
 mod active;
+mod builder;
 mod follow;
 mod handle;
 mod storage;
@@ -16,6 +17,7 @@ use looopy_store::{Store, StoreError, TaskRecord};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+pub use builder::AgentBuilder;
 pub use follow::{belongs_to, settles};
 pub use handle::TurnHandle;
 
@@ -67,6 +69,11 @@ impl Agent {
             runs: ActiveRuns::default(),
             unrecorded: storage::Unrecorded::default(),
         }
+    }
+
+    /// Assembles an agent from parts; see [`AgentBuilder`].
+    pub fn builder() -> AgentBuilder {
+        AgentBuilder::default()
     }
 
     pub fn store(&self) -> &Store {

@@ -77,6 +77,11 @@ impl ToolRegistry {
         self
     }
 
+    /// The registered tools, in order, type-erased.
+    pub fn entries(&self) -> impl Iterator<Item = Arc<dyn DynTool>> + '_ {
+        self.tools.iter().map(|e| Arc::clone(&e.tool))
+    }
+
     /// The tool called `name`.
     pub fn get(&self, name: &str) -> Option<&Arc<dyn DynTool>> {
         self.entry(name).map(|e| &e.tool)

@@ -3,6 +3,7 @@
 
 mod artifacts;
 mod contexts;
+mod memory;
 mod messages;
 mod task_pages;
 mod tasks;

@@ -1,0 +1,110 @@
+//! [`AgentBuilder`]: assembling an [`Agent`] from parts, with defaults for everything but
+//! the model.
+
+use std::sync::Arc;
+
+use looopy_llm::Provider;
+use looopy_store::Store;
+
+use super::Agent;
+use crate::AgentError;
+use crate::config::AgentConfig;
+use crate::tool::{IntoDynTool, ToolRegistry};
+
+/// Builds an [`Agent`]; start with [`Agent::builder`].
+///
+/// Only the provider is required. Without [`store`](Self::store) the agent gets a private
+/// [`Store::in_memory`] database; without tools it offers none (add the built-ins with
+/// [`builtin_tools`](Self::builtin_tools)); the config defaults to [`AgentConfig::default`].
+#[derive(Default)]
+#[must_use = "an AgentBuilder does nothing until .build() is called"]
+pub struct AgentBuilder {
+    provider: Option<Arc<dyn Provider>>,
+    store: Option<Store>,
+    tools: ToolRegistry,
+    config: Option<AgentConfig>,
+}
+
+impl std::fmt::Debug for AgentBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentBuilder")
+            .field("provider", &self.provider.as_ref().map(|p| p.name()))
+            .field("store", &self.store)
+            .field("tools", &self.tools)
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+impl AgentBuilder {
+    /// The model provider (OpenAI-compatible, Anthropic, scripted, or your own).
+    pub fn provider(self, provider: impl Provider + 'static) -> Self {
+        self.shared_provider(Arc::new(provider))
+    }
+
+    /// A provider that is already shared.
+    pub fn shared_provider(mut self, provider: Arc<dyn Provider>) -> Self {
+        self.provider = Some(provider);
+        self
+    }
+
+    /// The store the agent persists to (default: a private in-memory store).
+    pub fn store(mut self, store: Store) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Adds a tool: a typed [`Tool`](crate::tool::Tool), a [`tool_fn`](crate::tool::tool_fn)
+    /// closure, a `#[tool]` function's struct, or an `Arc<dyn DynTool>`. A tool with the
+    /// name of an earlier one replaces it.
+    pub fn tool(mut self, tool: impl IntoDynTool) -> Self {
+        self.tools.add_tool(tool);
+        self
+    }
+
+    /// Adds several tools of one kind (e.g. a `Vec<Arc<dyn DynTool>>`).
+    pub fn tools<T: IntoDynTool>(mut self, tools: impl IntoIterator<Item = T>) -> Self {
+        for tool in tools {
+            self.tools.add_tool(tool);
+        }
+        self
+    }
+
+    /// Adds the built-in tools (`calculator`, `current_time`, `ask_user`).
+    pub fn builtin_tools(mut self) -> Self {
+        for tool in ToolRegistry::builtin().entries() {
+            self.tools.add_dyn(tool);
+        }
+        self
+    }
+
+    /// Replaces the tool registry as a whole.
+    pub fn registry(mut self, tools: ToolRegistry) -> Self {
+        self.tools = tools;
+        self
+    }
+
+    /// The agent's settings.
+    pub fn config(mut self, config: AgentConfig) -> Self {
+        self.config = Some(config);
+        self
+    }
+
+    /// The agent. Errors: `Config` when no provider was given, `Store` when the default
+    /// in-memory store cannot be created.
+    pub fn build(self) -> Result<Agent, AgentError> {
+        let provider = self.provider.ok_or_else(|| {
+            AgentError::Config("an agent needs a provider: call .provider(p)".into())
+        })?;
+        let store = match self.store {
+            Some(store) => store,
+            None => Store::in_memory()?,
+        };
+        Ok(Agent::new(
+            provider,
+            store,
+            self.tools,
+            self.config.unwrap_or_default(),
+        ))
+    }
+}
