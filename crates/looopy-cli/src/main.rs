@@ -3,7 +3,6 @@
 mod agent_setup;
 mod chat_cmd;
 mod cli;
-mod follow;
 mod parse_cmd;
 mod render;
 mod run_cmd;

@@ -8,13 +8,12 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use futures::StreamExt;
-use looopy_agent::{Agent, TurnHandle};
+use looopy_agent::{Agent, TurnHandle, settles};
 use looopy_protocol::{EventPayload, TaskState, ids};
 use looopy_store::{Store, StoreError};
 
 use crate::agent_setup;
 use crate::cli::{ResumeArgs, RunArgs};
-use crate::follow::{TurnEnd, belongs_to, turn_end};
 use crate::render::{Renderer, Style};
 
 /// Lines typed by the user, read on a thread of their own so that waiting for a line never
@@ -196,9 +195,6 @@ pub async fn drive(
             }
         };
         let Some(event) = event else { break };
-        if !belongs_to(&event, &handle.task_id) {
-            continue;
-        }
         if let Err(e) = renderer.render(&event, &mut stdout) {
             if e.kind() == std::io::ErrorKind::BrokenPipe {
                 // The reader went away (e.g. `| head`): stop quietly; the turn goes on.
@@ -209,48 +205,41 @@ pub async fn drive(
         if let (Some(state), true) = (event.payload.task_state(), event.task_id == handle.task_id) {
             final_state = Some(state);
         }
-        match turn_end(&event, &handle.task_id) {
-            TurnEnd::Running => {}
-            TurnEnd::Finished => break,
-            TurnEnd::Interrupted => {
-                let EventPayload::TaskStatus(_) = &event.payload else {
-                    continue;
-                };
-                let Some((input_id, prompt)) = last_input_request(
-                    agent,
-                    &handle.context_id,
-                    &handle.task_id,
-                    handle.start_seq,
-                )
-                .await?
-                else {
-                    break;
-                };
-                let Some(lines) = input.as_deref_mut() else {
-                    eprintln!(
-                        "task {} is waiting for input ({prompt}); answer with: looopy resume {} '<value>'",
-                        handle.task_id, handle.task_id
-                    );
-                    let _ = handle.wait().await;
-                    return Ok(ExitCode::from(3));
-                };
-                print!("> ");
-                stdout.flush()?;
-                let Some(answer) = lines.next().await else {
-                    // stdin closed: leave the task waiting; it can be resumed later.
-                    let _ = handle.wait().await;
-                    return Ok(ExitCode::from(3));
-                };
-                handle = agent
-                    .provide_input(
-                        &handle.task_id,
-                        &input_id,
-                        serde_json::Value::String(answer),
-                    )
-                    .await?;
-                events = Box::pin(handle.events());
-            }
+        // The stream ends after the event that settles the task; only a pause goes on.
+        let paused = matches!(&event.payload, EventPayload::TaskStatus(s) if s.status.is_interrupted())
+            && settles(&event, &handle.task_id);
+        if !paused {
+            continue;
         }
+        let Some((input_id, prompt)) =
+            last_input_request(agent, &handle.context_id, &handle.task_id, handle.start_seq)
+                .await?
+        else {
+            break;
+        };
+        let Some(lines) = input.as_deref_mut() else {
+            eprintln!(
+                "task {} is waiting for input ({prompt}); answer with: looopy resume {} '<value>'",
+                handle.task_id, handle.task_id
+            );
+            let _ = handle.wait().await;
+            return Ok(ExitCode::from(3));
+        };
+        print!("> ");
+        stdout.flush()?;
+        let Some(answer) = lines.next().await else {
+            // stdin closed: leave the task waiting; it can be resumed later.
+            let _ = handle.wait().await;
+            return Ok(ExitCode::from(3));
+        };
+        handle = agent
+            .provide_input(
+                &handle.task_id,
+                &input_id,
+                serde_json::Value::String(answer),
+            )
+            .await?;
+        events = Box::pin(handle.events());
     }
     let ended = handle.wait().await;
     if let (Err(error), false) = (&ended, final_state.is_some_and(|s| s.is_terminal())) {

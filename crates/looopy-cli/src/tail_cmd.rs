@@ -12,7 +12,6 @@ use looopy_protocol::Event;
 use looopy_stream::sse::SseDecoder;
 
 use crate::cli::TailArgs;
-use crate::follow::{TurnEnd, turn_end};
 use crate::render::{Renderer, Style};
 
 /// Why one connection ended.
@@ -141,7 +140,7 @@ async fn follow_once(
                 .render(&event, &mut stdout)
                 .map_err(|e| TailError::Fatal(format!("writing output: {e}")))?;
             let followed = args.task.as_deref().unwrap_or(&event.task_id);
-            if args.until_done && turn_end(&event, followed) != TurnEnd::Running {
+            if args.until_done && looopy_agent::settles(&event, followed) {
                 return Ok(Ended::Done);
             }
         }
