@@ -5,8 +5,8 @@
 //! what serde_json writes for the same payload (the tests compare against it), for two
 //! reasons: the delta's `String` can then stay in the parser's event vector and be reused by
 //! the next chunk instead of being moved into a payload and freed, and the string escaping
-//! scans 16 bytes at a time (a branch-free test the compiler vectorises) where serde_json
-//! looks up every byte. At 64-character chunks that escaping was the largest single cost of
+//! scans 16 bytes at a time (a branch-free test the compiler vectorises, [`find_special`])
+//! where serde_json looks up every byte. At 64-character chunks that escaping was the largest single cost of
 //! the whole command. Every other event goes through serde_json.
 
 use looopy_protocol::event::{ThoughtType, Verbosity};
@@ -19,35 +19,36 @@ fn needs_escape(b: u8) -> bool {
 
 const BLOCK: usize = 16;
 
+/// Position of the first byte that a JSON string must escape. Whole 16-byte blocks are tested
+/// without an early exit, which the compiler turns into a few SIMD compares per block.
+pub(super) fn find_special(bytes: &[u8]) -> Option<usize> {
+    let mut at = 0;
+    for block in bytes.chunks_exact(BLOCK) {
+        if block.iter().fold(false, |any, &b| any | needs_escape(b)) {
+            break;
+        }
+        at += BLOCK;
+    }
+    let tail = bytes.get(at..).unwrap_or_default();
+    tail.iter().position(|&b| needs_escape(b)).map(|i| at + i)
+}
+
 /// Appends `text` as a JSON string, quoted and escaped exactly as serde_json does it
 /// (`\"`, `\\`, `\b`, `\f`, `\n`, `\r`, `\t`, other controls as `\u00xx`; DEL and non-ASCII
 /// as they are).
 pub(super) fn write_str(out: &mut Vec<u8>, text: &str) {
-    let bytes = text.as_bytes();
-    out.reserve(bytes.len() + 2);
+    let mut rest = text.as_bytes();
+    out.reserve(rest.len() + 2);
     out.push(b'"');
-    let mut done = 0; // bytes of `bytes` already written
-    let mut at = 0;
-    while at < bytes.len() {
-        if let Some(block) = bytes.get(at..at + BLOCK) {
-            // No early exit, so this compiles to a few SIMD compares per block.
-            let special = block.iter().fold(false, |any, &b| any | needs_escape(b));
-            if !special {
-                at += BLOCK;
-                continue;
-            }
+    while let Some(at) = find_special(rest) {
+        let (clean, special) = rest.split_at(at);
+        out.extend_from_slice(clean);
+        if let Some((&b, after)) = special.split_first() {
+            escape(out, b);
+            rest = after;
         }
-        let end = (at + BLOCK).min(bytes.len());
-        for (i, &b) in bytes.iter().enumerate().take(end).skip(at) {
-            if needs_escape(b) {
-                out.extend_from_slice(&bytes[done..i]);
-                escape(out, b);
-                done = i + 1;
-            }
-        }
-        at = end;
     }
-    out.extend_from_slice(&bytes[done..]);
+    out.extend_from_slice(rest);
     out.push(b'"');
 }
 

@@ -12,6 +12,8 @@ use std::str::Utf8Error;
 
 use serde::de::{DeserializeSeed, Deserializer, Visitor};
 
+use super::json_out::find_special;
+
 /// Bytes asked for per `read(2)`; a pipe delivers at most its buffer (64 KiB on Linux).
 const READ_SIZE: usize = 64 * 1024;
 
@@ -110,6 +112,15 @@ pub(super) fn decode_line<'a>(
     line: &'a str,
     scratch: &'a mut String,
 ) -> Result<Option<&'a str>, serde_json::Error> {
+    // The common case: the whole line is `"…"` with nothing to unescape inside (no `"`, `\`
+    // or control character), so its text is the chunk. Everything else goes to serde_json.
+    let plain = line
+        .strip_prefix('"')
+        .and_then(|l| l.strip_suffix('"'))
+        .filter(|body| find_special(body.as_bytes()).is_none());
+    if let Some(body) = plain {
+        return Ok(Some(body));
+    }
     if line.bytes().all(|b| b.is_ascii_whitespace()) {
         return Ok(None);
     }
@@ -310,6 +321,19 @@ mod tests {
             decode_line("\"\u{1}\"", &mut s).is_err(),
             "raw control character"
         );
+        // The fast path takes exactly the lines serde_json would borrow, no more.
+        assert_eq!(decode_line(r#""""#, &mut s).unwrap(), Some(""));
+        assert_eq!(decode_line("\"é 🦀\"", &mut s).unwrap(), Some("é 🦀"));
+        for bad in [
+            r#"""#,
+            r#""a\""#,
+            r#""a"b""#,
+            "\"tab\t\"",
+            "\"a\n\"",
+            r#"x"a""#,
+        ] {
+            assert!(decode_line(bad, &mut s).is_err(), "{bad:?}");
+        }
     }
 
     #[test]
