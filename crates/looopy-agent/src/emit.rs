@@ -15,9 +15,8 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use looopy_protocol::error_code;
 use looopy_protocol::event::ErrorInfo;
-use looopy_protocol::{EventPayload, Sequencer, Stamp};
+use looopy_protocol::{ErrorCode, EventPayload, Sequencer, Stamp};
 use looopy_store::{Store, StoreError};
 use tokio_util::sync::CancellationToken;
 
@@ -153,7 +152,7 @@ impl Emitter {
         if over {
             let limits = self.inner.limits;
             self.stop(ErrorInfo {
-                code: error_code::TURN_TOO_LARGE.into(),
+                code: ErrorCode::TurnTooLarge,
                 message: format!(
                     "the turn grew past its limits ({events} events, {bytes} bytes; at most {} events and {} bytes)",
                     limits.max_events, limits.max_bytes
@@ -207,7 +206,7 @@ impl Emitter {
 /// The error a turn fails with when its events cannot be written.
 pub(crate) fn storage_unavailable(error: &StoreError) -> ErrorInfo {
     ErrorInfo {
-        code: error_code::STORAGE_UNAVAILABLE.into(),
+        code: ErrorCode::StorageUnavailable,
         message: format!("the turn's events could not be stored: {error}"),
         retryable: true,
     }

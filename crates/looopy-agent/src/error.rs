@@ -1,7 +1,7 @@
 //! The one error type of the agent layer, with stable codes and HTTP statuses so the server
 //! can map it without matching on messages.
 
-use looopy_protocol::{TaskState, error_code};
+use looopy_protocol::{ErrorCode, TaskState};
 use looopy_store::StoreError;
 
 /// Why an agent operation was refused or failed. (A turn that fails is not an error of the
@@ -61,6 +61,11 @@ pub enum AgentError {
     Config(String),
 }
 
+// The task failure codes these API errors share, as `'static` values so `code()` can
+// hand out their text.
+const STORAGE_UNAVAILABLE: &ErrorCode = &ErrorCode::StorageUnavailable;
+const STORE_ERROR: &ErrorCode = &ErrorCode::StoreError;
+
 impl AgentError {
     /// A stable machine-readable code.
     pub fn code(&self) -> &'static str {
@@ -74,9 +79,9 @@ impl AgentError {
             Self::NotRunning { .. } => "not_running",
             Self::InvalidId { .. } => "invalid_id",
             Self::Forbidden(_) => "forbidden",
-            Self::StorageUnavailable(_) => error_code::STORAGE_UNAVAILABLE,
-            Self::Store(e) if e.is_storage_failure() => error_code::STORAGE_UNAVAILABLE,
-            Self::Store(_) => error_code::STORE_ERROR,
+            Self::StorageUnavailable(_) => STORAGE_UNAVAILABLE.as_str(),
+            Self::Store(e) if e.is_storage_failure() => STORAGE_UNAVAILABLE.as_str(),
+            Self::Store(_) => STORE_ERROR.as_str(),
             Self::Internal(_) => "internal",
             Self::Config(_) => "invalid_config",
         }

@@ -61,6 +61,7 @@ mod agent;
 mod config;
 mod emit;
 mod error;
+mod history;
 pub mod tool;
 mod turn;
 

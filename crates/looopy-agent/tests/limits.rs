@@ -8,7 +8,7 @@ mod common;
 use common::*;
 use looopy_agent::AgentConfig;
 use looopy_llm::scripted::Response;
-use looopy_protocol::{EventPayload, TaskState, error_code};
+use looopy_protocol::{ErrorCode, EventPayload, TaskState};
 use serde_json::json;
 
 fn assert_failed_too_large(events: &[looopy_protocol::Event]) {
@@ -22,7 +22,7 @@ fn assert_failed_too_large(events: &[looopy_protocol::Event]) {
             _ => None,
         })
         .unwrap();
-    assert_eq!(status.error.unwrap().code, error_code::TURN_TOO_LARGE);
+    assert_eq!(status.error.unwrap().code, ErrorCode::TurnTooLarge);
 }
 
 #[tokio::test]
@@ -48,7 +48,7 @@ async fn a_turn_past_its_event_limit_fails_turn_too_large() {
     assert!(events.len() <= 510, "{} events", events.len());
     let task = store.get_task(&task_id).await.unwrap().unwrap();
     assert_eq!(task.state, TaskState::Failed);
-    assert_eq!(task.error.unwrap().code, error_code::TURN_TOO_LARGE);
+    assert_eq!(task.error.unwrap().code, ErrorCode::TurnTooLarge);
     // The partial answer is kept in the history like a cancelled one.
     let history = store.load_messages("ctx-events").await.unwrap();
     assert_eq!(history.len(), 2);

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use looopy_protocol::ErrorCode;
+
 /// A failed model call.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
@@ -49,15 +51,15 @@ impl LlmError {
     }
 
     /// A stable machine-readable code for events and API errors.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            Self::Config(_) => "llm_config",
-            Self::Connect(_) => "llm_connect",
-            Self::Http { .. } => "llm_http",
-            Self::IdleTimeout(_) => "llm_timeout",
-            Self::Interrupted(_) => "llm_interrupted",
-            Self::Provider { .. } => "llm_provider",
-            Self::Decode(_) => "llm_decode",
+            Self::Config(_) => ErrorCode::LlmConfig,
+            Self::Connect(_) => ErrorCode::LlmConnect,
+            Self::Http { .. } => ErrorCode::LlmHttp,
+            Self::IdleTimeout(_) => ErrorCode::LlmTimeout,
+            Self::Interrupted(_) => ErrorCode::LlmInterrupted,
+            Self::Provider { .. } => ErrorCode::LlmProvider,
+            Self::Decode(_) => ErrorCode::LlmDecode,
         }
     }
 }

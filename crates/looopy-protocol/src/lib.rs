@@ -27,6 +27,7 @@ pub mod schema;
 mod stamp;
 mod state;
 
+pub use error_code::ErrorCode;
 pub use event::{Event, EventPayload, Metadata};
 pub use message::{Message, ReasoningBlock, Role, ToolCall};
 pub use stamp::{Sequencer, Stamp};

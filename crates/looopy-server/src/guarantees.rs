@@ -69,7 +69,7 @@
 //!   `status: failed` and `error: {code, message, retryable}`, then `task-complete` with
 //!   `status: failed`. Codes are stable (`llm_http`, `llm_provider`, `max_iterations`,
 //!   `interrupted`, `store_error`, `storage_unavailable`, `turn_too_large`, …; see
-//!   `looopy_protocol::error_code`) and `retryable` says whether trying again may help.
+//!   `looopy_protocol::ErrorCode`) and `retryable` says whether trying again may help.
 //!   A turn that fails at once still sends both, and its stream closes.
 //! - **When storage fails** (disk full, I/O errors) the turn whose events cannot be written
 //!   stops and fails `storage_unavailable`. Its terminal events cannot be logged then, so

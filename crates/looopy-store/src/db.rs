@@ -7,7 +7,7 @@
 //! few commits, because the WAL is fsynced at checkpoints rather than on every commit. The
 //! database itself never corrupts in either case. That is the usual choice for a log whose
 //! producers can replay (an agent turn that vanished in a power cut is simply failed on
-//! restart by [`Store::fail_orphaned_tasks`](crate::Store::fail_orphaned_tasks)).
+//! restart by the agent's recovery, through [`Store::fail_tasks_in_states`](crate::Store::fail_tasks_in_states)).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

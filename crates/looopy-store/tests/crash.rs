@@ -13,6 +13,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 use looopy_protocol::TaskState;
+use looopy_protocol::event::ErrorInfo;
 use looopy_store::{Store, TaskRecord};
 
 const CHILD_ENV: &str = "LOOOPY_STORE_CRASH_CHILD_DB";
@@ -92,9 +93,16 @@ async fn killed_writer_loses_nothing_it_flushed() {
         }
     }
     assert_eq!(expected - 1, last);
-    // The task the dead process was working on is recoverable as interrupted.
+    // The task the dead process was working on can be failed as interrupted.
     let failed = store
-        .fail_orphaned_tasks("writer was killed")
+        .fail_tasks_in_states(
+            &[TaskState::Working],
+            &ErrorInfo {
+                code: "interrupted".into(),
+                message: "writer was killed".into(),
+                retryable: true,
+            },
+        )
         .await
         .unwrap();
     assert_eq!(failed.len(), 1);

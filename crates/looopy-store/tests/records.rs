@@ -236,8 +236,15 @@ async fn active_task_is_the_newest_unfinished_task_of_the_context() {
     assert_eq!(Some(&active), listed.last());
 }
 
+/// The states the agent's crash recovery fails (its policy, used here as an example set).
+const ORPHANS: [TaskState; 3] = [
+    TaskState::Submitted,
+    TaskState::Working,
+    TaskState::WaitingSubtask,
+];
+
 #[tokio::test]
-async fn orphaned_tasks_fail_after_a_crash_and_paused_ones_survive() {
+async fn tasks_in_the_given_states_fail_after_a_crash_and_others_survive() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("looopy.db");
     let mut done = task("done", "c", TaskState::Completed, 50);
@@ -262,19 +269,25 @@ async fn orphaned_tasks_fail_after_a_crash_and_paused_ones_survive() {
         drop(store);
     }
     let store = Store::open(&path).unwrap();
-    let failed = store.fail_orphaned_tasks("server restarted").await.unwrap();
+    let error = ErrorInfo {
+        code: "interrupted".into(),
+        message: "server restarted".into(),
+        retryable: true,
+    };
+    // No states: nothing to do.
+    assert!(
+        store
+            .fail_tasks_in_states(&[], &error)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let failed = store.fail_tasks_in_states(&ORPHANS, &error).await.unwrap();
     let ids: Vec<_> = failed.iter().map(|t| t.task_id.as_str()).collect();
     assert_eq!(ids, ["submitted", "working", "sub"]);
     for t in &failed {
         assert_eq!(t.state, TaskState::Failed);
-        assert_eq!(
-            t.error,
-            Some(ErrorInfo {
-                code: "interrupted".into(),
-                message: "server restarted".into(),
-                retryable: true
-            })
-        );
+        assert_eq!(t.error.as_ref(), Some(&error));
         assert_eq!(store.get_task(&t.task_id).await.unwrap().as_ref(), Some(t));
     }
     assert_eq!(store.get_task("done").await.unwrap().unwrap(), done);
@@ -283,11 +296,17 @@ async fn orphaned_tasks_fail_after_a_crash_and_paused_ones_survive() {
         waiting_input
     );
     // Idempotent: nothing left to fail.
-    assert!(store.fail_orphaned_tasks("again").await.unwrap().is_empty());
+    assert!(
+        store
+            .fail_tasks_in_states(&ORPHANS, &error)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[tokio::test]
-async fn corrupt_task_rows_are_errors_and_do_not_block_orphan_recovery() {
+async fn corrupt_task_rows_are_errors_and_do_not_block_failing_by_state() {
     let (_dir, store) = common::open_temp();
     store
         .put_task(&task("good", "c", TaskState::Working, 5))
@@ -320,7 +339,15 @@ async fn corrupt_task_rows_are_errors_and_do_not_block_orphan_recovery() {
         Err(StoreError::Corrupt { .. })
     ));
 
-    let failed = store.fail_orphaned_tasks("restart").await.unwrap();
+    let error = ErrorInfo {
+        code: "interrupted".into(),
+        message: "restart".into(),
+        retryable: true,
+    };
+    let failed = store
+        .fail_tasks_in_states(&[TaskState::Working], &error)
+        .await
+        .unwrap();
     assert_eq!(failed.len(), 1);
     assert_eq!(failed[0].task_id, "good");
     let state: String = conn

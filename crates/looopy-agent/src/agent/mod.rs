@@ -5,6 +5,7 @@ mod active;
 mod builder;
 mod follow;
 mod handle;
+mod recovery;
 mod storage;
 
 use std::sync::Arc;
@@ -12,7 +13,7 @@ use std::sync::Arc;
 use looopy_llm::Provider;
 use looopy_protocol::event::{ErrorInfo, Initiator, TaskCreated, TaskStatus};
 use looopy_protocol::ids::{is_valid_id, new_task_id};
-use looopy_protocol::{EventPayload, Message, Metadata, TaskState, error_code};
+use looopy_protocol::{ErrorCode, EventPayload, Message, Metadata, TaskState};
 use looopy_store::{Store, StoreError, TaskRecord};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -330,34 +331,6 @@ impl Agent {
         Ok(())
     }
 
-    /// Call once at process start, before starting turns: tasks left `working` by a
-    /// process that died become `failed` (code `interrupted`) and their terminal events are
-    /// appended to the log. Paused tasks stay paused. Returns the failed task ids.
-    pub async fn recover(&self, reason: &str) -> Result<Vec<String>, AgentError> {
-        let failed = self.shared.store.fail_orphaned_tasks(reason).await?;
-        let mut ids = Vec::with_capacity(failed.len());
-        for record in failed {
-            let Ok(claim) = self.runs.claim(
-                &record.context_id,
-                &record.task_id,
-                CancellationToken::new(),
-            ) else {
-                tracing::warn!(task_id = %record.task_id, "orphaned task's context is busy; skipped");
-                continue;
-            };
-            let error = record.error.clone().unwrap_or_else(|| ErrorInfo {
-                code: error_code::INTERRUPTED.into(),
-                message: reason.to_string(),
-                retryable: true,
-            });
-            self.log_failure(&record, error).await?;
-            drop(claim);
-            tracing::info!(task_id = %record.task_id, "orphaned task marked failed");
-            ids.push(record.task_id);
-        }
-        Ok(ids)
-    }
-
     async fn task(&self, task_id: &str) -> Result<TaskRecord, AgentError> {
         self.get_task(task_id)
             .await?
@@ -387,7 +360,7 @@ impl Agent {
     async fn abandon(&self, mut record: TaskRecord, error: &StoreError) {
         record.state = TaskState::Failed;
         record.error = Some(ErrorInfo {
-            code: error_code::STORE_ERROR.into(),
+            code: ErrorCode::StoreError,
             message: error.to_string(),
             retryable: true,
         });

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use looopy_protocol::event::{ErrorInfo, TaskComplete, TaskStatus};
-use looopy_protocol::{EventPayload, Metadata, TaskState, error_code};
+use looopy_protocol::{ErrorCode, EventPayload, Metadata, TaskState};
 use looopy_store::{StoreError, TaskRecord};
 use tokio_util::sync::CancellationToken;
 
@@ -74,7 +74,7 @@ impl Agent {
             let written = async {
                 self.shared.store.put_task(&record).await?;
                 let error = record.error.clone().unwrap_or_else(|| ErrorInfo {
-                    code: error_code::STORAGE_UNAVAILABLE.into(),
+                    code: ErrorCode::StorageUnavailable,
                     message: "the turn's events could not be stored".into(),
                     retryable: true,
                 });
@@ -145,7 +145,7 @@ impl Agent {
         let (end, run_error) = match result {
             Ok(end) => match turn.emitter.stop_reason() {
                 Some(reason) => {
-                    if reason.code == error_code::STORAGE_UNAVAILABLE {
+                    if reason.code == ErrorCode::StorageUnavailable {
                         // A best-effort event failed: same clean-up as below.
                         settle_refused(turn, &task_id).await;
                     }
@@ -160,7 +160,7 @@ impl Agent {
                         storage_unavailable(&error)
                     } else {
                         ErrorInfo {
-                            code: error_code::STORE_ERROR.into(),
+                            code: ErrorCode::StoreError,
                             message: error.to_string(),
                             retryable: true,
                         }
@@ -199,7 +199,7 @@ impl Agent {
                 record.error = Some(
                     turn.emitter
                         .stop_reason()
-                        .filter(|r| r.code == error_code::STORAGE_UNAVAILABLE)
+                        .filter(|r| r.code == ErrorCode::StorageUnavailable)
                         .unwrap_or_else(|| storage_unavailable(&error)),
                 );
                 record.updated_at = chrono::Utc::now();

@@ -20,8 +20,8 @@ use std::sync::Arc;
 
 use looopy_llm::{ChatRequest, Provider};
 use looopy_protocol::event::{Checkpoint, ErrorInfo, InputRequired, LlmCall, TaskStatus};
-use looopy_protocol::{EventPayload, Message, Metadata, TaskState, error_code};
-use looopy_store::{Store, StoreError, TaskRecord, trim_history};
+use looopy_protocol::{ErrorCode, EventPayload, Message, Metadata, TaskState};
+use looopy_store::{Store, StoreError, TaskRecord};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -30,6 +30,7 @@ pub(crate) use pending::{Counters, PendingTurn};
 
 use crate::config::{AgentConfig, ToolProtocol};
 use crate::emit::Emitter;
+use crate::history::trim_history;
 use crate::tool::exec::{ToolOutcome, ToolRunner};
 use crate::tool::{InputRequest, ToolRegistry};
 use pending::{PENDING_VERSION, PendingCall, PendingInput};
@@ -183,7 +184,7 @@ impl Turn {
             }
             if self.counters.iteration >= max {
                 return Ok(TurnEnd::Failed(ErrorInfo {
-                    code: error_code::MAX_ITERATIONS.into(),
+                    code: ErrorCode::MaxIterations,
                     message: format!("the turn needed more than {max} model calls"),
                     retryable: false,
                 }));
@@ -260,7 +261,7 @@ impl Turn {
         Ok(match end {
             StepEnd::Canceled => Some(TurnEnd::Canceled),
             StepEnd::Failed(error) => Some(TurnEnd::Failed(ErrorInfo {
-                code: error.code().to_string(),
+                code: error.code(),
                 message: error.to_string(),
                 retryable: error.is_retryable(),
             })),

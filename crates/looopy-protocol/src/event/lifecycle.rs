@@ -4,7 +4,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::Metadata;
-use crate::TaskState;
+use crate::{ErrorCode, TaskState};
 
 /// Who started a task (or provided an input).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -31,8 +31,9 @@ pub struct TaskCreated {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ErrorInfo {
-    /// A stable machine-readable code such as `llm_error`, `max_iterations`, `interrupted`.
-    pub code: String,
+    /// A stable machine-readable code such as `max_iterations`, `interrupted` or `llm_http`;
+    /// a code this version does not know is kept exactly as received.
+    pub code: ErrorCode,
     /// A human-readable explanation.
     pub message: String,
     /// Whether the same request may succeed if tried again.

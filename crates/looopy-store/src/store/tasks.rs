@@ -13,14 +13,6 @@ use crate::{StoreError, TaskRecord};
 pub(super) const COLUMNS: &str =
     "task_id, context_id, parent_task_id, state, created_at, updated_at, error, result, pending";
 
-/// States a task can only be in while a process is actively working on it. A task found in
-/// one of them at startup was left behind by a process that died.
-const ORPHAN_STATES: [TaskState; 3] = [
-    TaskState::Submitted,
-    TaskState::Working,
-    TaskState::WaitingSubtask,
-];
-
 /// The newest unfinished task of context `?1`. The `state IN (...)` term must match the
 /// `WHERE` of the partial index `tasks_active` (schema v2) word for word for SQLite to use it.
 const ACTIVE_IN_CONTEXT: &str = "INDEXED BY tasks_active WHERE context_id = ?1 \
@@ -177,36 +169,35 @@ impl Store {
             .await
     }
 
-    /// Call once at startup, before accepting work: every task still `submitted`, `working`
-    /// or `waiting-subtask` belonged to a process that died, so it becomes `failed` with
-    /// error code `interrupted` (retryable) and `reason` as its message. Tasks waiting for
-    /// input or authentication are paused, not orphaned, and are left alone. Returns the
-    /// failed tasks so the caller can log their terminal events.
-    pub async fn fail_orphaned_tasks(&self, reason: &str) -> Result<Vec<TaskRecord>, StoreError> {
-        let reason = reason.to_string();
+    /// Every task whose state is one of `states` becomes `failed` with `error`, in one
+    /// transaction, oldest first; returns the failed tasks (as now stored) so the caller can
+    /// log their terminal events. A row that no longer decodes is failed in place (with a
+    /// warning) instead of stopping the others, and is not returned.
+    ///
+    /// Which states to fail and why is the caller's policy (the agent's crash recovery
+    /// fails the tasks only a live process can be in); the store just applies it.
+    pub async fn fail_tasks_in_states(
+        &self,
+        states: &[TaskState],
+        error: &ErrorInfo,
+    ) -> Result<Vec<TaskRecord>, StoreError> {
+        if states.is_empty() {
+            return Ok(Vec::new());
+        }
+        let states: Vec<&'static str> = states.iter().map(|s| s.as_str()).collect();
+        let error = error.clone();
         self.pool()
             .run(move |conn| {
                 let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                let placeholders = vec!["?"; states.len()].join(", ");
                 let raws = tx
                     .prepare_cached(&format!(
-                        "SELECT {COLUMNS} FROM tasks WHERE state IN (?1, ?2, ?3) ORDER BY created_at, task_id"
+                        "SELECT {COLUMNS} FROM tasks WHERE state IN ({placeholders}) ORDER BY created_at, task_id"
                     ))?
-                    .query_map(
-                        params![
-                            ORPHAN_STATES[0].as_str(),
-                            ORPHAN_STATES[1].as_str(),
-                            ORPHAN_STATES[2].as_str()
-                        ],
-                        raw,
-                    )?
+                    .query_map(rusqlite::params_from_iter(&states), raw)?
                     .collect::<Result<Vec<_>, _>>()?;
                 let now = Utc::now();
                 let mut failed = Vec::with_capacity(raws.len());
-                let error = ErrorInfo {
-                    code: looopy_protocol::error_code::INTERRUPTED.to_string(),
-                    message: reason.clone(),
-                    retryable: true,
-                };
                 for raw in raws {
                     let task_id = raw.task_id.clone();
                     match decode(raw) {
@@ -217,10 +208,10 @@ impl Store {
                             upsert(&tx, &task)?;
                             failed.push(task);
                         }
-                        // A row that no longer decodes must not keep the process from
-                        // starting: fail it in place and say so.
+                        // A row that no longer decodes must not stop the others (recovery
+                        // runs at start-up): fail it in place and say so.
                         Err(e) => {
-                            tracing::warn!(%task_id, error = %e, "failing an orphaned task whose row is corrupt");
+                            tracing::warn!(%task_id, error = %e, "failing a task whose row is corrupt");
                             tx.prepare_cached(
                                 "UPDATE tasks SET state = ?2, error = ?3, updated_at = ?4 WHERE task_id = ?1",
                             )?
@@ -235,7 +226,7 @@ impl Store {
                 }
                 tx.commit()?;
                 if !failed.is_empty() {
-                    tracing::warn!(count = failed.len(), "failed tasks orphaned by a previous process");
+                    tracing::debug!(count = failed.len(), "failed tasks by state");
                 }
                 Ok(failed)
             })

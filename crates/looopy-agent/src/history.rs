@@ -2,6 +2,12 @@
 //! message that calls tools and the tool results answering it are kept or dropped together,
 //! because a provider rejects a tool result whose call is missing (and a call without its
 //! result).
+//!
+//! This is the agent's policy, not the store's: the store keeps every message of a
+//! conversation; what part of it the model sees on the next call ([`AgentConfig::history_limit`])
+//! is decided here.
+//!
+//! [`AgentConfig::history_limit`]: crate::AgentConfig::history_limit
 
 use std::collections::HashMap;
 
@@ -18,7 +24,7 @@ use looopy_protocol::{Message, Role};
 ///   the exact count.
 ///
 /// `max_messages == 0` gives an empty history.
-pub fn trim_history(messages: &[Message], max_messages: usize) -> Vec<Message> {
+pub(crate) fn trim_history(messages: &[Message], max_messages: usize) -> Vec<Message> {
     if messages.len() <= max_messages {
         return messages.to_vec();
     }
