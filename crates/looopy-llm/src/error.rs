@@ -4,7 +4,14 @@ use std::time::Duration;
 
 use looopy_protocol::ErrorCode;
 
+use crate::ErrorSource;
+
 /// A failed model call.
+///
+/// Messages are whole sentences a person can read, causes included (events carry only the
+/// text). I/O failures also keep their cause as a value: [`source()`](std::error::Error::source)
+/// leads through reqwest and hyper to the `std::io::Error`, for programs that decide by
+/// kind rather than by text. Both are redacted (see [`crate::redact`] and [`ErrorSource`]).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum LlmError {
@@ -12,8 +19,11 @@ pub enum LlmError {
     #[error("configuration error: {0}")]
     Config(String),
     /// Could not connect or send the request.
-    #[error("connection failed: {0}")]
-    Connect(String),
+    #[error("connection failed: {message}")]
+    Connect {
+        message: String,
+        source: Option<ErrorSource>,
+    },
     /// The server answered with an HTTP error before streaming.
     #[error("HTTP {status}: {message}")]
     Http {
@@ -24,9 +34,12 @@ pub enum LlmError {
     /// No bytes arrived within the idle timeout.
     #[error("no data from the provider for {0:?}")]
     IdleTimeout(Duration),
-    /// The connection broke mid-stream.
-    #[error("stream interrupted: {0}")]
-    Interrupted(String),
+    /// The connection broke mid-stream (or the body ended before the response did).
+    #[error("stream interrupted: {message}")]
+    Interrupted {
+        message: String,
+        source: Option<ErrorSource>,
+    },
     /// The provider reported an error inside the stream (`{"error": …}`, `event: error`).
     #[error("provider error ({kind}): {message}")]
     Provider {
@@ -43,10 +56,26 @@ impl LlmError {
     /// Whether the same request may succeed if sent again (before any content was delivered).
     pub fn is_retryable(&self) -> bool {
         match self {
-            Self::Connect(_) | Self::IdleTimeout(_) | Self::Interrupted(_) => true,
+            Self::Connect { .. } | Self::IdleTimeout(_) | Self::Interrupted { .. } => true,
             Self::Http { status, .. } => *status == 408 || *status == 429 || *status >= 500,
             Self::Provider { retryable, .. } => *retryable,
             Self::Config(_) | Self::Decode(_) => false,
+        }
+    }
+
+    /// [`Connect`](Self::Connect) without a cause value.
+    pub fn connect(message: impl Into<String>) -> Self {
+        Self::Connect {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// [`Interrupted`](Self::Interrupted) without a cause value (the body ended early).
+    pub fn interrupted(message: impl Into<String>) -> Self {
+        Self::Interrupted {
+            message: message.into(),
+            source: None,
         }
     }
 
@@ -54,10 +83,10 @@ impl LlmError {
     pub fn code(&self) -> ErrorCode {
         match self {
             Self::Config(_) => ErrorCode::LlmConfig,
-            Self::Connect(_) => ErrorCode::LlmConnect,
+            Self::Connect { .. } => ErrorCode::LlmConnect,
             Self::Http { .. } => ErrorCode::LlmHttp,
             Self::IdleTimeout(_) => ErrorCode::LlmTimeout,
-            Self::Interrupted(_) => ErrorCode::LlmInterrupted,
+            Self::Interrupted { .. } => ErrorCode::LlmInterrupted,
             Self::Provider { .. } => ErrorCode::LlmProvider,
             Self::Decode(_) => ErrorCode::LlmDecode,
         }

@@ -171,7 +171,10 @@ impl Redactor {
     pub fn error(&self, error: LlmError) -> LlmError {
         match error {
             LlmError::Config(message) => LlmError::Config(self.message(&message)),
-            LlmError::Connect(message) => LlmError::Connect(self.message(&message)),
+            LlmError::Connect { message, source } => LlmError::Connect {
+                message: self.message(&message),
+                source: source.map(|source| source.redacted(self)),
+            },
             LlmError::Http {
                 status,
                 message,
@@ -182,7 +185,10 @@ impl Redactor {
                 retry_after,
             },
             LlmError::IdleTimeout(wait) => LlmError::IdleTimeout(wait),
-            LlmError::Interrupted(message) => LlmError::Interrupted(self.message(&message)),
+            LlmError::Interrupted { message, source } => LlmError::Interrupted {
+                message: self.message(&message),
+                source: source.map(|source| source.redacted(self)),
+            },
             LlmError::Provider {
                 kind,
                 message,

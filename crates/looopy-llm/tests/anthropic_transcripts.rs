@@ -212,6 +212,6 @@ async fn eof_before_message_stop_is_interrupted() {
     assert_eq!(events::text(&items), "Half a sen");
     assert!(matches!(
         events::error(&items),
-        Some(LlmError::Interrupted(_))
+        Some(LlmError::Interrupted { .. })
     ));
 }

@@ -255,7 +255,7 @@ async fn connection_refused_is_a_retryable_connect_error() {
         .initial_backoff(Duration::from_millis(1));
     let items = events::collect(OpenAiProvider::new(config).unwrap().stream(request())).await;
     match events::error(&items) {
-        Some(error @ LlmError::Connect(_)) => assert!(error.is_retryable()),
+        Some(error @ LlmError::Connect { .. }) => assert!(error.is_retryable()),
         other => panic!("expected a connect error, got {other:?}"),
     }
 }
@@ -270,7 +270,7 @@ async fn connection_cut_mid_stream_after_output_is_interrupted_not_retried() {
     let items = run(config(&server).max_retries(3)).await;
     assert_eq!(events::text(&items), "Hello");
     assert!(
-        matches!(events::error(&items), Some(LlmError::Interrupted(_))),
+        matches!(events::error(&items), Some(LlmError::Interrupted { .. })),
         "{items:?}"
     );
     assert_eq!(

@@ -329,7 +329,7 @@ async fn eof_without_done_is_interrupted() {
     assert_eq!(events::text(&items), "This stream just stops");
     assert!(matches!(
         events::error(&items),
-        Some(LlmError::Interrupted(_))
+        Some(LlmError::Interrupted { .. })
     ));
 }
 

@@ -164,7 +164,7 @@ async fn connection_errors_do_not_quote_the_password() {
         .connect_timeout(Duration::from_secs(2));
     let items = events::collect(OpenAiProvider::new(config).unwrap().stream(request())).await;
     let error = the_error(&items);
-    assert!(matches!(error, LlmError::Connect(_)), "{error:?}");
+    assert!(matches!(error, LlmError::Connect { .. }), "{error:?}");
     assert_clean(error);
 
     let bad =

@@ -343,8 +343,8 @@ impl WireDecoder for MessagesDecoder {
     }
 
     fn on_eof(&mut self, _out: &mut VecDeque<LlmEvent>) -> Result<(), LlmError> {
-        Err(LlmError::Interrupted(
-            "the stream ended before message_stop".into(),
+        Err(LlmError::interrupted(
+            "the stream ended before message_stop",
         ))
     }
 }

@@ -15,16 +15,12 @@ mod request;
 mod wire;
 
 use std::fmt;
-
-use bytes::Bytes;
-use reqwest::Url;
-use reqwest::header::HeaderMap;
+use std::sync::Arc;
 
 use crate::http::{
-    BasicAuth, CallSpec, HttpSettings, ThoughtTags, display_base_url, failed, http_setters,
-    join_url, start_call,
+    HttpCore, HttpSettings, ProviderInfo, ThoughtTags, display_base_url, http_setters,
 };
-use crate::{ChatRequest, LlmError, LlmStream, Provider, Redactor};
+use crate::{ChatRequest, LlmError, LlmStream, Provider};
 use decoder::MessagesDecoder;
 
 /// The public Anthropic endpoint.
@@ -138,48 +134,33 @@ http_setters!(AnthropicConfig);
 #[derive(Debug, Clone)]
 pub struct AnthropicProvider {
     config: AnthropicConfig,
-    client: reqwest::Client,
-    /// Without userinfo; that is in `basic_auth`.
-    url: Url,
-    basic_auth: Option<BasicAuth>,
-    headers: HeaderMap,
-    redactor: Redactor,
+    core: Arc<HttpCore>,
 }
 
 impl AnthropicProvider {
     /// Validates the configuration (URL, key, headers) and builds the HTTP client.
     pub fn new(config: AnthropicConfig) -> Result<Self, LlmError> {
-        let base = config.base_url.trim_end_matches('/');
-        let path = if base.ends_with("/v1") {
+        let path = if config.base_url.trim_end_matches('/').ends_with("/v1") {
             "/messages"
         } else {
             "/v1/messages"
         };
-        let endpoint = join_url(base, path)?;
-        if config.api_key.is_none() && base == DEFAULT_BASE_URL {
-            return Err(LlmError::Config(
-                "ANTHROPIC_API_KEY is not set (required by api.anthropic.com)".into(),
-            ));
-        }
-        let mut fixed = vec![
-            ("content-type", "application/json"),
-            ("accept", "text/event-stream"),
-            ("anthropic-version", API_VERSION),
-        ];
+        let mut headers = vec![("anthropic-version", API_VERSION)];
         if let Some(key) = &config.api_key {
-            fixed.push(("x-api-key", key.as_str()));
+            headers.push(("x-api-key", key.as_str()));
         }
-        let headers = config.http.header_map(&fixed)?;
-        let client = config.http.build_client()?;
-        let redactor = config.http.redactor(config.api_key.as_deref(), &endpoint);
-        Ok(Self {
-            config,
-            client,
-            url: endpoint.url,
-            basic_auth: endpoint.basic_auth,
-            headers,
-            redactor,
-        })
+        let info = ProviderInfo {
+            name: "anthropic",
+            base_url: &config.base_url,
+            path,
+            api_key: config.api_key.as_deref(),
+            public_base_url: DEFAULT_BASE_URL,
+            key_variable: "ANTHROPIC_API_KEY",
+            model_variable: "ANTHROPIC_MODEL",
+            headers: &headers,
+        };
+        let core = Arc::new(HttpCore::new(info, &config.http)?);
+        Ok(Self { config, core })
     }
 
     /// [`AnthropicConfig::from_env`] then [`new`](Self::new).
@@ -202,42 +183,21 @@ impl Provider for AnthropicProvider {
     }
 
     fn stream(&self, request: ChatRequest) -> LlmStream {
-        let model = if request.model.is_empty() {
-            self.config.model.as_str()
-        } else {
-            request.model.as_str()
-        };
-        if model.is_empty() {
-            return failed(LlmError::Config(
-                "no model configured (set ANTHROPIC_MODEL)".into(),
-            ));
-        }
-        let options = request::Options {
-            model,
-            max_tokens: self.config.max_tokens,
-            thinking_budget: self.config.thinking_budget,
-        };
-        let body = match request::build_body(&request, options) {
-            Ok(body) => Bytes::from(body),
-            Err(error) => {
-                return failed(LlmError::Config(format!(
-                    "cannot encode the request: {error}"
-                )));
-            }
-        };
-        let spec = CallSpec {
-            client: self.client.clone(),
-            url: self.url.clone(),
-            basic_auth: self.basic_auth.clone(),
-            headers: self.headers.clone(),
-            redactor: self.redactor.clone(),
-            body,
-            retry: self.config.http.retry_policy(),
-            idle_timeout: self.config.http.idle_timeout,
-            provider: "anthropic",
-        };
+        let (max_tokens, thinking_budget) = (self.config.max_tokens, self.config.thinking_budget);
         let thoughts = self.config.thoughts.clone();
-        start_call(spec, move || MessagesDecoder::new(&thoughts))
+        self.core.stream(
+            &request,
+            &self.config.model,
+            |model| {
+                let options = request::Options {
+                    model,
+                    max_tokens,
+                    thinking_budget,
+                };
+                request::build_body(&request, options)
+            },
+            move || MessagesDecoder::new(&thoughts),
+        )
     }
 }
 
@@ -266,9 +226,12 @@ mod tests {
             Err(LlmError::Config(_))
         ));
         let local = AnthropicProvider::new(AnthropicConfig::new("http://127.0.0.1:9/v1/")).unwrap();
-        assert_eq!(local.url.as_str(), "http://127.0.0.1:9/v1/messages");
+        assert_eq!(local.core.url.as_str(), "http://127.0.0.1:9/v1/messages");
         let public = AnthropicProvider::new(AnthropicConfig::default().api_key("k")).unwrap();
-        assert_eq!(public.url.as_str(), "https://api.anthropic.com/v1/messages");
-        assert_eq!(public.headers["anthropic-version"], API_VERSION);
+        assert_eq!(
+            public.core.url.as_str(),
+            "https://api.anthropic.com/v1/messages"
+        );
+        assert_eq!(public.core.headers["anthropic-version"], API_VERSION);
     }
 }

@@ -3,19 +3,21 @@
 
 use std::collections::VecDeque;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures::Stream;
 use looopy_stream::sse::{SseDecoder, SseEvent};
+use reqwest::Response;
 use reqwest::header::{CONTENT_TYPE, HeaderMap};
-use reqwest::{Response, Url};
 
+use super::core::HttpCore;
+use super::describe;
 use super::error_body::{http_error_message, stream_error};
-use super::retry::{RetryPolicy, parse_retry_after};
-use super::{BasicAuth, describe};
-use crate::{LlmError, LlmEvent, LlmStream, Redactor};
+use super::retry::parse_retry_after;
+use crate::{ErrorSource, LlmError, LlmEvent, LlmStream};
 
 /// Largest error body read from a failed response; the rest is not worth the wait.
 const MAX_ERROR_BODY: usize = 64 * 1024;
@@ -41,23 +43,12 @@ pub(crate) trait WireDecoder: Send + 'static {
     fn on_eof(&mut self, out: &mut VecDeque<LlmEvent>) -> Result<(), LlmError>;
 }
 
-/// Everything needed to send the request again on a retry.
+/// Everything needed to send the request again on a retry: the provider's HTTP core
+/// (shared, not copied per call) and this call's body.
 #[derive(Debug, Clone)]
 pub(crate) struct CallSpec {
-    pub client: reqwest::Client,
-    /// Never contains userinfo: that was moved to `basic_auth` (see [`super::join_url`]),
-    /// so the URL can be logged and quoted in errors.
-    pub url: Url,
-    pub basic_auth: Option<BasicAuth>,
-    /// Secret values are marked sensitive, so `Debug` does not show them.
-    pub headers: HeaderMap,
-    /// Scrubs credentials out of every error before it leaves the call (or is logged).
-    pub redactor: Redactor,
+    pub core: Arc<HttpCore>,
     pub body: Bytes,
-    pub retry: RetryPolicy,
-    pub idle_timeout: Duration,
-    /// Provider name for diagnostics.
-    pub provider: &'static str,
 }
 
 /// Starts (lazily) a call whose body is decoded by decoders made by `new_decoder`.
@@ -186,14 +177,14 @@ impl<D: WireDecoder, F: FnMut() -> D + Send> Call<D, F> {
                         &mut self.sse,
                         &mut self.sse_events,
                         &mut self.queue,
-                        self.spec.idle_timeout,
+                        self.spec.core.idle_timeout,
                     )
                     .await;
                     match step {
                         Ok(Progress::Continue) => {}
                         Ok(Progress::Done) => self.phase = Phase::Finished,
                         Err(error) => {
-                            let error = self.spec.redactor.error(error);
+                            let error = self.spec.core.redactor.error(error);
                             self.fail_stream(error).await;
                         }
                     }
@@ -208,11 +199,11 @@ impl<D: WireDecoder, F: FnMut() -> D + Send> Call<D, F> {
         let retry = if self.delivered {
             None
         } else {
-            self.spec.retry.delay_for(&error, self.retries)
+            self.spec.core.retry.delay_for(&error, self.retries)
         };
         if let Some(delay) = retry {
             self.retries += 1;
-            tracing::warn!(provider = self.spec.provider, retry = self.retries, ?delay, %error, "stream failed before any output; retrying");
+            tracing::warn!(provider = self.spec.core.name, retry = self.retries, ?delay, %error, "stream failed before any output; retrying");
             self.queue.clear();
             self.phase = Phase::Idle;
             tokio::time::sleep(delay).await;
@@ -227,13 +218,13 @@ impl<D: WireDecoder, F: FnMut() -> D + Send> Call<D, F> {
         loop {
             let error = match send_once(&self.spec).await {
                 Ok(response) => return Ok(response),
-                Err(error) => self.spec.redactor.error(error),
+                Err(error) => self.spec.core.redactor.error(error),
             };
-            let Some(delay) = self.spec.retry.delay_for(&error, self.retries) else {
+            let Some(delay) = self.spec.core.retry.delay_for(&error, self.retries) else {
                 return Err(error);
             };
             self.retries += 1;
-            tracing::warn!(provider = self.spec.provider, retry = self.retries, ?delay, %error, "request failed; retrying");
+            tracing::warn!(provider = self.spec.core.name, retry = self.retries, ?delay, %error, "request failed; retrying");
             tokio::time::sleep(delay).await;
         }
     }
@@ -241,29 +232,35 @@ impl<D: WireDecoder, F: FnMut() -> D + Send> Call<D, F> {
 
 /// One attempt: a response ready to stream, or why not.
 async fn send_once(spec: &CallSpec) -> Result<Response, LlmError> {
+    let core = &*spec.core;
     // The URL has no userinfo (see `join_url`), but a gateway key may sit in its query.
-    let shown = spec.redactor.redact(spec.url.as_str());
-    tracing::debug!(provider = spec.provider, url = %shown, "sending model request");
-    let mut request = spec.client.post(spec.url.clone());
-    if let Some(auth) = &spec.basic_auth {
+    let shown = core.redactor.redact(core.url.as_str());
+    tracing::debug!(provider = core.name, url = %shown, "sending model request");
+    let mut request = core.client.post(core.url.clone());
+    if let Some(auth) = &core.basic_auth {
         // Before `headers`, so an explicit `Authorization` (the API key) wins, as it
         // would if reqwest had taken the credentials from the URL itself.
         request = request.basic_auth(&auth.user, auth.password.as_ref());
     }
     let send = request
-        .headers(spec.headers.clone())
+        .headers(core.headers.clone())
         .body(spec.body.clone())
         .send();
-    let response = match tokio::time::timeout(spec.idle_timeout, send).await {
-        Err(_) => return Err(LlmError::IdleTimeout(spec.idle_timeout)),
+    let response = match tokio::time::timeout(core.idle_timeout, send).await {
+        Err(_) => return Err(LlmError::IdleTimeout(core.idle_timeout)),
         Ok(Err(error)) if error.is_builder() => return Err(LlmError::Config(describe(&error))),
-        Ok(Err(error)) => return Err(LlmError::Connect(describe(&error))),
+        Ok(Err(error)) => {
+            return Err(LlmError::Connect {
+                message: describe(&error),
+                source: Some(ErrorSource::unchecked(error)),
+            });
+        }
         Ok(Ok(response)) => response,
     };
     let status = response.status();
     if !status.is_success() {
         let retry_after = parse_retry_after(response.headers());
-        let body = read_capped(response, spec.idle_timeout).await;
+        let body = read_capped(response, core.idle_timeout).await;
         let mut message = http_error_message(&body);
         if message.is_empty() {
             message = status.canonical_reason().unwrap_or("error").to_string();
@@ -276,7 +273,7 @@ async fn send_once(spec: &CallSpec) -> Result<Response, LlmError> {
     }
     if is_json(response.headers()) {
         // A server that ignored `stream: true`, or a gateway answering 200 with an error.
-        let body = read_capped(response, spec.idle_timeout).await;
+        let body = read_capped(response, core.idle_timeout).await;
         return Err(json_instead_of_stream(&body));
     }
     Ok(response)
@@ -293,7 +290,12 @@ async fn read_step<D: WireDecoder>(
 ) -> Result<Progress, LlmError> {
     let chunk = match tokio::time::timeout(idle_timeout, response.chunk()).await {
         Err(_) => return Err(LlmError::IdleTimeout(idle_timeout)),
-        Ok(Err(error)) => return Err(LlmError::Interrupted(describe(&error))),
+        Ok(Err(error)) => {
+            return Err(LlmError::Interrupted {
+                message: describe(&error),
+                source: Some(ErrorSource::unchecked(error)),
+            });
+        }
         Ok(Ok(chunk)) => chunk,
     };
     sse_events.clear();

@@ -1,6 +1,8 @@
-//! HTTP plumbing shared by the streaming providers: the client, retry and backoff,
-//! timeouts, error bodies, and the lazy, cancellable SSE call that every provider drives.
+//! The HTTP provider core shared by the streaming providers ([`HttpCore`]): the client,
+//! headers and credentials, retry and backoff, timeouts, error bodies, and the lazy,
+//! cancellable SSE call. A provider adds only its request body and its [`WireDecoder`].
 
+mod core;
 mod driver;
 mod endpoint;
 mod error_body;
@@ -12,7 +14,8 @@ use std::time::Duration;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
-pub(crate) use driver::{CallSpec, Progress, WireDecoder, start_call};
+pub(crate) use core::{HttpCore, ProviderInfo};
+pub(crate) use driver::{Progress, WireDecoder};
 pub(crate) use endpoint::{BasicAuth, Endpoint, display_base_url, join_url};
 pub(crate) use error_body::{error_member, stream_error};
 pub(crate) use retry::RetryPolicy;

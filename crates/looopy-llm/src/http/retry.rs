@@ -116,13 +116,10 @@ mod tests {
         assert_eq!(policy(3).delay_for(&bad, 0), None);
         assert!(
             policy(3)
-                .delay_for(&LlmError::Connect("refused".into()), 0)
+                .delay_for(&LlmError::connect("refused"), 0)
                 .is_some()
         );
-        assert_eq!(
-            policy(0).delay_for(&LlmError::Connect("refused".into()), 0),
-            None
-        );
+        assert_eq!(policy(0).delay_for(&LlmError::connect("refused"), 0), None);
     }
 
     #[test]

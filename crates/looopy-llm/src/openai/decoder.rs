@@ -181,7 +181,7 @@ impl WireDecoder for ChatCompletionsDecoder {
         } else {
             " (tool calls incomplete)"
         };
-        Err(LlmError::Interrupted(format!(
+        Err(LlmError::interrupted(format!(
             "the stream ended before [DONE] or a finish_reason{detail}"
         )))
     }

@@ -20,16 +20,12 @@ pub(crate) mod tool_calls;
 mod wire;
 
 use std::fmt;
-
-use bytes::Bytes;
-use reqwest::Url;
-use reqwest::header::HeaderMap;
+use std::sync::Arc;
 
 use crate::http::{
-    BasicAuth, CallSpec, HttpSettings, ThoughtTags, display_base_url, failed, http_setters,
-    join_url, start_call,
+    HttpCore, HttpSettings, ProviderInfo, ThoughtTags, display_base_url, http_setters,
 };
-use crate::{ChatRequest, LlmError, LlmStream, Provider, Redactor};
+use crate::{ChatRequest, LlmError, LlmStream, Provider};
 use decoder::ChatCompletionsDecoder;
 
 /// The public OpenAI endpoint.
@@ -120,42 +116,29 @@ http_setters!(OpenAiConfig);
 #[derive(Debug, Clone)]
 pub struct OpenAiProvider {
     config: OpenAiConfig,
-    client: reqwest::Client,
-    /// Without userinfo; that is in `basic_auth`.
-    url: Url,
-    basic_auth: Option<BasicAuth>,
-    headers: HeaderMap,
-    redactor: Redactor,
+    core: Arc<HttpCore>,
 }
 
 impl OpenAiProvider {
     /// Validates the configuration (URL, headers) and builds the HTTP client.
     pub fn new(config: OpenAiConfig) -> Result<Self, LlmError> {
-        let endpoint = join_url(&config.base_url, "/chat/completions")?;
-        if config.api_key.is_none() && config.base_url.trim_end_matches('/') == DEFAULT_BASE_URL {
-            return Err(LlmError::Config(
-                "OPENAI_API_KEY is not set (required by api.openai.com)".into(),
-            ));
-        }
         let bearer = config.api_key.as_ref().map(|key| format!("Bearer {key}"));
-        let mut fixed = vec![
-            ("content-type", "application/json"),
-            ("accept", "text/event-stream"),
-        ];
-        if let Some(bearer) = &bearer {
-            fixed.push(("authorization", bearer.as_str()));
-        }
-        let headers = config.http.header_map(&fixed)?;
-        let client = config.http.build_client()?;
-        let redactor = config.http.redactor(config.api_key.as_deref(), &endpoint);
-        Ok(Self {
-            config,
-            client,
-            url: endpoint.url,
-            basic_auth: endpoint.basic_auth,
-            headers,
-            redactor,
-        })
+        let auth: Vec<(&str, &str)> = bearer
+            .iter()
+            .map(|bearer| ("authorization", bearer.as_str()))
+            .collect();
+        let info = ProviderInfo {
+            name: "openai",
+            base_url: &config.base_url,
+            path: "/chat/completions",
+            api_key: config.api_key.as_deref(),
+            public_base_url: DEFAULT_BASE_URL,
+            key_variable: "OPENAI_API_KEY",
+            model_variable: "OPENAI_MODEL",
+            headers: &auth,
+        };
+        let core = Arc::new(HttpCore::new(info, &config.http)?);
+        Ok(Self { config, core })
     }
 
     /// [`OpenAiConfig::from_env`] then [`new`](Self::new).
@@ -178,37 +161,13 @@ impl Provider for OpenAiProvider {
     }
 
     fn stream(&self, request: ChatRequest) -> LlmStream {
-        let model = if request.model.is_empty() {
-            self.config.model.as_str()
-        } else {
-            request.model.as_str()
-        };
-        if model.is_empty() {
-            return failed(LlmError::Config(
-                "no model configured (set OPENAI_MODEL)".into(),
-            ));
-        }
-        let body = match request::build_body(&request, model) {
-            Ok(body) => Bytes::from(body),
-            Err(error) => {
-                return failed(LlmError::Config(format!(
-                    "cannot encode the request: {error}"
-                )));
-            }
-        };
-        let spec = CallSpec {
-            client: self.client.clone(),
-            url: self.url.clone(),
-            basic_auth: self.basic_auth.clone(),
-            headers: self.headers.clone(),
-            redactor: self.redactor.clone(),
-            body,
-            retry: self.config.http.retry_policy(),
-            idle_timeout: self.config.http.idle_timeout,
-            provider: "openai",
-        };
         let thoughts = self.config.thoughts.clone();
-        start_call(spec, move || ChatCompletionsDecoder::new(&thoughts))
+        self.core.stream(
+            &request,
+            &self.config.model,
+            |model| request::build_body(&request, model),
+            move || ChatCompletionsDecoder::new(&thoughts),
+        )
     }
 }
 

@@ -130,8 +130,8 @@ fn errors_are_redacted_then_truncated() {
 
     let each = [
         LlmError::Config(format!("bad {KEY}")),
-        LlmError::Connect(format!("bad {KEY}")),
-        LlmError::Interrupted(format!("bad {KEY}")),
+        LlmError::connect(format!("bad {KEY}")),
+        LlmError::interrupted(format!("bad {KEY}")),
         LlmError::Decode(format!("bad {KEY}")),
         LlmError::Provider {
             kind: KEY.into(),
