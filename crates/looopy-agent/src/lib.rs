@@ -65,7 +65,9 @@ mod history;
 pub mod tool;
 mod turn;
 
-pub use agent::{Agent, AgentBuilder, TurnHandle, belongs_to, settles};
+pub use agent::{
+    Agent, AgentBuilder, PendingInputView, TurnFollower, TurnHandle, belongs_to, settles,
+};
 pub use config::{AgentConfig, ToolProtocol};
 pub use error::AgentError;
 

@@ -1,6 +1,6 @@
-//! The Looopy event protocol: every event an agent emits, the task states, conversation
-//! messages, and the mapping to A2A. Pure data — no I/O — so every other layer, and other
-//! programs, can depend on it cheaply.
+//! The Looopy event protocol: every event an agent emits, the task states and conversation
+//! messages. Pure data — no I/O — so every other layer, and other programs, can depend on
+//! it cheaply. The mapping to A2A lives in its own crate, `looopy-a2a`.
 //!
 //! ```
 //! use looopy_protocol::{EventPayload, Sequencer, Stamp, event::ContentDelta};
@@ -18,7 +18,6 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
-pub mod a2a;
 pub mod error_code;
 pub mod event;
 pub mod ids;

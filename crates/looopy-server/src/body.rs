@@ -24,7 +24,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
-use looopy_protocol::a2a::{ErrorKind, JsonRpcError, JsonRpcFailure, RequestId};
+use looopy_a2a::{ErrorKind, JsonRpcError, JsonRpcFailure, RequestId};
 
 use crate::{ApiError, AppState};
 
@@ -37,7 +37,7 @@ pub(crate) async fn read_body(
     let config = state.config();
     let (parts, body) = request.into_parts();
     // A2A clients expect JSON-RPC errors, everyone else the API's error shape.
-    let rpc = parts.uri.path() == crate::a2a::RPC_PATH;
+    let rpc = parts.uri.path() == looopy_a2a::RPC_PATH;
     let declared = parts
         .headers
         .get(header::CONTENT_LENGTH)

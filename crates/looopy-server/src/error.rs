@@ -10,6 +10,7 @@ use axum::Json;
 use axum::extract::rejection::{BytesRejection, JsonRejection, PathRejection, QueryRejection};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use looopy_a2a::HostError;
 use looopy_agent::AgentError;
 use looopy_store::StoreError;
 
@@ -173,26 +174,63 @@ impl IntoResponse for ApiError {
 }
 
 impl From<AgentError> for ApiError {
+    /// The HTTP answer to an agent refusal, by variant: 409 for a task or context in the
+    /// wrong state, 404 for a missing task (and another principal's context, which must
+    /// look missing), 400 for bad input, 503 while storage cannot be written (retrying
+    /// later is the right reaction), 500 with the details logged for the rest.
     fn from(error: AgentError) -> Self {
-        match &error {
-            // Another principal's context: answer as if it did not exist.
-            AgentError::Forbidden(context_id) => Self::not_found("context", context_id),
-            _ => match StatusCode::from_u16(error.http_status()) {
-                Ok(status) if status.is_client_error() => {
-                    Self::new(status, error.code(), error.to_string())
-                }
-                // Storage is failing (disk full, I/O errors): 503 `storage_unavailable`
-                // until a write succeeds again; retrying later is the right reaction.
-                Ok(StatusCode::SERVICE_UNAVAILABLE) => {
-                    tracing::warn!(%error, "refusing work while storage is unavailable");
-                    Self::new(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        error.code(),
-                        "storage is unavailable (the database cannot be written); try again later",
-                    )
-                }
-                _ => Self::internal("running the agent", &error),
-            },
+        match error {
+            AgentError::Forbidden(context_id) => Self::not_found("context", &context_id),
+            AgentError::Busy { .. }
+            | AgentError::WaitingInput { .. }
+            | AgentError::NotWaiting { .. }
+            | AgentError::WrongInput { .. }
+            | AgentError::NotRunning { .. } => {
+                Self::new(StatusCode::CONFLICT, error.code(), error.to_string())
+            }
+            AgentError::NotFound(_) => {
+                Self::new(StatusCode::NOT_FOUND, error.code(), error.to_string())
+            }
+            AgentError::InvalidInput(_) | AgentError::InvalidId { .. } => {
+                Self::bad_request(error.code(), error.to_string())
+            }
+            AgentError::StorageUnavailable(_) => Self::storage_unavailable(&error),
+            AgentError::Store(ref e) if e.is_storage_failure() => Self::storage_unavailable(&error),
+            other => Self::internal("running the agent", &other),
+        }
+    }
+}
+
+impl ApiError {
+    /// 503 with the agent's `storage_unavailable` code: storage is failing (disk full, I/O
+    /// errors) until a write succeeds again.
+    fn storage_unavailable(error: &AgentError) -> Self {
+        tracing::warn!(%error, "refusing work while storage is unavailable");
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            error.code(),
+            "storage is unavailable (the database cannot be written); try again later",
+        )
+    }
+}
+
+impl From<HostError> for ApiError {
+    /// The HTTP answer to a refusal of the shared checks (REST and A2A), by variant.
+    fn from(error: HostError) -> Self {
+        match error {
+            HostError::Agent(e) => e.into(),
+            HostError::Store(e) => e.into(),
+            HostError::NotFound { what, id } => Self::not_found(what, &id),
+            HostError::InvalidId { field } => Self::invalid_id(field),
+            HostError::MessageTooLarge { bytes, limit } => Self::message_too_large(bytes, limit),
+            HostError::TooManyStreams(message) => {
+                Self::new(StatusCode::TOO_MANY_REQUESTS, "too_many_streams", message)
+            }
+            HostError::ServerBusy(message) => {
+                Self::new(StatusCode::SERVICE_UNAVAILABLE, "server_busy", message)
+            }
+            HostError::ShuttingDown => Self::shutting_down(),
+            other => Self::internal("serving the request", &other),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The Looopy HTTP server: durable, resumable Server-Sent Event streams of an agent's
-//! events, a small REST API to drive it, and (in [`a2a`] and [`web`]) the A2A protocol and
-//! a web page.
+//! events, a small REST API to drive it, the A2A protocol (the routes of [`looopy_a2a`],
+//! mounted over this server's [`AppState`], which implements [`looopy_a2a::A2aHost`]) and
+//! a web page ([`web`]).
 //!
 //! Every event reaches clients through the durable event log: the agent appends, the log
 //! commits and broadcasts, and one [`EventRouter`](events::EventRouter) per server fans
@@ -74,7 +75,6 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
-pub mod a2a;
 pub mod auth;
 pub mod body;
 mod config;
@@ -88,6 +88,7 @@ mod routes;
 mod server;
 pub mod sse;
 mod state;
+mod a2a_host;
 mod turns;
 pub mod web;
 
@@ -97,4 +98,6 @@ pub use conn::ConnHandle;
 pub use error::{ApiError, ServerError};
 pub use limits::StreamPermit;
 pub use server::{BoundServer, app, bind, router, router_with_config, serve};
-pub use state::{AppState, StreamRequest, TurnStarted};
+pub use a2a_host::A2aCaller;
+pub use looopy_a2a::{HostError, TurnStarted};
+pub use state::{AppState, StreamRequest};

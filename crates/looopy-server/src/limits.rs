@@ -23,10 +23,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::http::StatusCode;
 use bytes::Bytes;
 use futures::Stream;
 use tokio::time::Sleep;
+
+use looopy_a2a::HostError;
 
 use crate::ApiError;
 use crate::auth::Principal;
@@ -87,26 +88,28 @@ pub(crate) enum Refusal {
     Server(usize),
 }
 
-impl From<Refusal> for ApiError {
-    /// 429 when the caller holds too many (its own doing: close one), 503 when the server
-    /// is full (nobody's fault: come back later).
+impl From<Refusal> for HostError {
+    /// Too many streams (429) when the caller holds too many (its own doing: close one),
+    /// server busy (503) when the server is full (nobody's fault: come back later).
     fn from(refusal: Refusal) -> Self {
         match refusal {
-            Refusal::Principal(limit) => ApiError::too_many_streams(limit),
-            Refusal::Client(limit) => ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "too_many_streams",
-                format!(
-                    "at most {limit} event streams may be open at once per client address \
-                     without a token; close one first"
-                ),
-            ),
-            Refusal::Server(limit) => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "server_busy",
-                format!("the server holds its maximum of {limit} event streams; retry later"),
-            ),
+            Refusal::Principal(limit) => HostError::TooManyStreams(format!(
+                "at most {limit} event streams may be open at once per principal"
+            )),
+            Refusal::Client(limit) => HostError::TooManyStreams(format!(
+                "at most {limit} event streams may be open at once per client address \
+                 without a token; close one first"
+            )),
+            Refusal::Server(limit) => HostError::ServerBusy(format!(
+                "the server holds its maximum of {limit} event streams; retry later"
+            )),
         }
+    }
+}
+
+impl From<Refusal> for ApiError {
+    fn from(refusal: Refusal) -> Self {
+        HostError::from(refusal).into()
     }
 }
 

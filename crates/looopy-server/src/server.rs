@@ -30,7 +30,7 @@ use tower_http::cors::{AllowOrigin, Any, CorsLayer};
 use tower_http::trace::TraceLayer;
 
 use crate::conn::KillableListener;
-use crate::{ApiError, AppState, ServerConfig, ServerError, a2a, auth, body, routes, web};
+use crate::{ApiError, AppState, ServerConfig, ServerError, auth, body, routes, web};
 
 /// The whole HTTP surface of `agent` with the default [`ServerConfig`], as an axum
 /// [`Router`] to serve inside your own application (merge or `nest` it, add your layers):
@@ -68,7 +68,7 @@ pub fn app(state: AppState) -> Router {
     let config = state.config().clone();
     let app = Router::new()
         .merge(routes::api_routes())
-        .merge(a2a::routes())
+        .merge(looopy_a2a::routes::<AppState>())
         .merge(web::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

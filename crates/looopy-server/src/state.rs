@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use axum::http::HeaderMap;
+use looopy_a2a::{HostError, TurnStarted};
 use looopy_agent::{Agent, AgentError, TurnHandle};
 use looopy_protocol::ids::is_valid_id;
 use looopy_store::{ContextRecord, Store, TaskRecord};
@@ -56,15 +57,6 @@ impl std::fmt::Debug for AppState {
             .field("router", &self.inner.router)
             .finish_non_exhaustive()
     }
-}
-
-/// A turn started (or resumed) through [`AppState::start_turn`] or
-/// [`AppState::provide_input`]: stream the context's log after `start_seq` to see it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TurnStarted {
-    pub context_id: String,
-    pub task_id: String,
-    pub start_seq: u64,
 }
 
 /// What an event stream should deliver; see [`AppState::open_stream`].
@@ -158,10 +150,10 @@ impl AppState {
         principal: &Principal,
         context_id: &str,
         message: &str,
-    ) -> Result<TurnStarted, ApiError> {
+    ) -> Result<TurnStarted, HostError> {
         self.check_message_size(message.len())?;
         if self.is_shutting_down() {
-            return Err(ApiError::shutting_down());
+            return Err(HostError::ShuttingDown);
         }
         let agent = self.agent();
         let handle = self
@@ -178,7 +170,7 @@ impl AppState {
         task_id: &str,
         input_id: &str,
         value: serde_json::Value,
-    ) -> Result<TurnStarted, ApiError> {
+    ) -> Result<TurnStarted, HostError> {
         // An answer becomes a message of the history too: the same limit applies.
         let size = match &value {
             serde_json::Value::String(text) => text.len(),
@@ -186,7 +178,7 @@ impl AppState {
         };
         self.check_message_size(size)?;
         if self.is_shutting_down() {
-            return Err(ApiError::shutting_down());
+            return Err(HostError::ShuttingDown);
         }
         let agent = self.agent();
         let handle = self
@@ -197,10 +189,10 @@ impl AppState {
 
     /// 413 `message_too_large` beyond [`ServerConfig::max_message_bytes`]: one message
     /// must not become a history row, model request and event stream of any size.
-    fn check_message_size(&self, bytes: usize) -> Result<(), ApiError> {
+    fn check_message_size(&self, bytes: usize) -> Result<(), HostError> {
         let limit = self.inner.config.max_message_bytes;
         if bytes > limit {
-            return Err(ApiError::message_too_large(bytes, limit));
+            return Err(HostError::MessageTooLarge { bytes, limit });
         }
         Ok(())
     }
@@ -210,6 +202,7 @@ impl AppState {
             context_id: handle.context_id.clone(),
             task_id: handle.task_id.clone(),
             start_seq: handle.start_seq,
+            follower: handle.follower(),
         };
         tracing::debug!(context_id = %started.context_id, task_id = %started.task_id, "turn started");
         self.track_turn(handle);
@@ -220,7 +213,7 @@ impl AppState {
     /// after a client may already have seen them (and sent the next message, or the
     /// input just asked for). `Busy` from a run whose task has settled is that moment:
     /// wait it out instead of answering 409.
-    async fn retry_while_settling<F, Fut>(&self, mut attempt: F) -> Result<TurnHandle, ApiError>
+    async fn retry_while_settling<F, Fut>(&self, mut attempt: F) -> Result<TurnHandle, HostError>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<TurnHandle, AgentError>>,
@@ -232,10 +225,10 @@ impl AppState {
                 Err(AgentError::Busy { task_id, .. }) if self.has_settled(&task_id).await => {
                     tokio::time::sleep(PAUSE).await;
                 }
-                other => return other.map_err(ApiError::from),
+                other => return other.map_err(HostError::from),
             }
         }
-        attempt().await.map_err(ApiError::from)
+        attempt().await.map_err(HostError::from)
     }
 
     async fn has_settled(&self, task_id: &str) -> bool {
@@ -268,13 +261,13 @@ impl AppState {
         &self,
         principal: &Principal,
         context_id: &str,
-    ) -> Result<ContextRecord, ApiError> {
+    ) -> Result<ContextRecord, HostError> {
         if !is_valid_id(context_id) {
-            return Err(ApiError::invalid_id("contextId"));
+            return Err(HostError::InvalidId { field: "contextId" });
         }
         match self.store().get_context(context_id).await? {
             Some(context) if principal.can_access(context.owner.as_deref()) => Ok(context),
-            _ => Err(ApiError::not_found("context", context_id)),
+            _ => Err(not_found("context", context_id)),
         }
     }
 
@@ -284,13 +277,13 @@ impl AppState {
         &self,
         principal: &Principal,
         context_id: &str,
-    ) -> Result<(), ApiError> {
+    ) -> Result<(), HostError> {
         if !is_valid_id(context_id) {
-            return Err(ApiError::invalid_id("contextId"));
+            return Err(HostError::InvalidId { field: "contextId" });
         }
         match self.store().get_context(context_id).await? {
             Some(context) if !principal.can_access(context.owner.as_deref()) => {
-                Err(ApiError::not_found("context", context_id))
+                Err(not_found("context", context_id))
             }
             _ => Ok(()),
         }
@@ -301,18 +294,18 @@ impl AppState {
         &self,
         principal: &Principal,
         task_id: &str,
-    ) -> Result<TaskRecord, ApiError> {
+    ) -> Result<TaskRecord, HostError> {
         if !is_valid_id(task_id) {
-            return Err(ApiError::invalid_id("taskId"));
+            return Err(HostError::InvalidId { field: "taskId" });
         }
         // Through the agent: a task whose failure storage could not take is reported
         // `failed` from memory until it can be stored.
         let Some(task) = self.agent().get_task(task_id).await? else {
-            return Err(ApiError::not_found("task", task_id));
+            return Err(not_found("task", task_id));
         };
         match self.store().get_context(&task.context_id).await? {
             Some(context) if principal.can_access(context.owner.as_deref()) => Ok(task),
-            _ => Err(ApiError::not_found("task", task_id)),
+            _ => Err(not_found("task", task_id)),
         }
     }
 
@@ -342,9 +335,9 @@ impl AppState {
         &self,
         principal: &Principal,
         conn: Option<&ConnHandle>,
-    ) -> Result<StreamPermit, ApiError> {
+    ) -> Result<StreamPermit, HostError> {
         if self.is_shutting_down() {
-            return Err(ApiError::shutting_down());
+            return Err(HostError::ShuttingDown);
         }
         let client = conn.map(|c| c.remote_addr().ip());
         Ok(self
@@ -434,6 +427,13 @@ impl AppState {
             self.shutdown_signal(),
             Some(permit),
         )
+    }
+}
+
+fn not_found(what: &'static str, id: &str) -> HostError {
+    HostError::NotFound {
+        what,
+        id: id.to_owned(),
     }
 }
 

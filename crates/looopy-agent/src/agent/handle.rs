@@ -39,16 +39,19 @@ impl TurnHandle {
     /// If the run ends without being able to log a settling event (its storage failed), the
     /// stream ends after the last event that was logged.
     pub fn events(&self) -> impl Stream<Item = Event> + Send + 'static {
-        follow(
-            self.store.clone(),
-            FollowSpec {
-                context_id: self.context_id.clone(),
-                task_id: self.task_id.clone(),
-                after_seq: self.start_seq,
-                history_until: 0,
-                run_done: Some(self.run_done.clone()),
-            },
-        )
+        self.follower().events()
+    }
+
+    /// A cloneable [`TurnFollower`] of this run, for code that hands the handle itself on
+    /// (a server tracks it for shutdown) but still wants to follow the run.
+    pub fn follower(&self) -> TurnFollower {
+        TurnFollower {
+            context_id: self.context_id.clone(),
+            task_id: self.task_id.clone(),
+            start_seq: self.start_seq,
+            store: self.store.clone(),
+            run_done: self.run_done.clone(),
+        }
     }
 
     /// Waits for the run to end (its final events durable) and returns the task's state:
@@ -60,5 +63,32 @@ impl TurnHandle {
                 "turn task ended abnormally: {error}"
             ))),
         }
+    }
+}
+
+/// Follows one run's events like [`TurnHandle::events`], without owning the run: cheap to
+/// clone, usable after the handle is gone.
+#[derive(Debug, Clone)]
+pub struct TurnFollower {
+    context_id: String,
+    task_id: String,
+    start_seq: u64,
+    store: Store,
+    run_done: CancellationToken,
+}
+
+impl TurnFollower {
+    /// The run's events; see [`TurnHandle::events`].
+    pub fn events(&self) -> impl Stream<Item = Event> + Send + 'static + use<> {
+        follow(
+            self.store.clone(),
+            FollowSpec {
+                context_id: self.context_id.clone(),
+                task_id: self.task_id.clone(),
+                after_seq: self.start_seq,
+                history_until: 0,
+                run_done: Some(self.run_done.clone()),
+            },
+        )
     }
 }

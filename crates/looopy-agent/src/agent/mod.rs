@@ -5,6 +5,7 @@ mod active;
 mod builder;
 mod follow;
 mod handle;
+mod pending_input;
 mod recovery;
 mod storage;
 
@@ -20,7 +21,8 @@ use tokio_util::sync::CancellationToken;
 
 pub use builder::AgentBuilder;
 pub use follow::{belongs_to, settles};
-pub use handle::TurnHandle;
+pub use handle::{TurnFollower, TurnHandle};
+pub use pending_input::PendingInputView;
 
 use crate::AgentError;
 use crate::config::AgentConfig;

@@ -9,12 +9,13 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::page::{PageQuery, encode_message_cursor};
+use crate::TurnStarted;
 use crate::auth::Principal;
 use crate::events::{CloseRule, EventFilter, EventFrames};
 use crate::extract::{ApiJson, ApiPath, ApiQuery, Connection, accepts_event_stream};
 use crate::limits::StreamPermit;
 use crate::sse::sse_response;
-use crate::state::{StreamRequest, TurnStarted};
+use crate::state::StreamRequest;
 use crate::{ApiError, AppState};
 
 #[derive(Debug, Deserialize)]
@@ -62,6 +63,7 @@ pub(crate) fn turn_response(
         context_id,
         task_id,
         start_seq,
+        ..
     } = started;
     match permit {
         None => (

@@ -6,6 +6,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, SecondsFormat, Utc};
+use looopy_agent::PendingInputView;
 use looopy_protocol::TaskState;
 use looopy_protocol::event::ErrorInfo;
 use looopy_protocol::ids::is_valid_id;
@@ -32,8 +33,9 @@ pub(crate) struct TaskView {
     error: Option<ErrorInfo>,
     result: Option<String>,
     /// The open input request while the task waits for input: `inputId` and the request
-    /// (`prompt`, `inputType`, `schema`, `options`, `requireUser`).
-    pending: Option<Value>,
+    /// (`prompt`, `inputType`, `schema`, `options`, `requireUser`). The rest of the agent's
+    /// resume state (held tool results, counters) stays private.
+    pending: Option<PendingInputView>,
 }
 
 fn timestamp(t: &DateTime<Utc>) -> String {
@@ -42,11 +44,7 @@ fn timestamp(t: &DateTime<Utc>) -> String {
 
 impl From<TaskRecord> for TaskView {
     fn from(task: TaskRecord) -> Self {
-        let pending = if task.state == TaskState::WaitingInput {
-            task.pending.as_ref().and_then(pending_input)
-        } else {
-            None
-        };
+        let pending = PendingInputView::of(&task);
         Self {
             task_id: task.task_id,
             context_id: task.context_id,
@@ -59,20 +57,6 @@ impl From<TaskRecord> for TaskView {
             pending,
         }
     }
-}
-
-/// The public part of the agent's resume state: the open input request, flattened to
-/// `{inputId, prompt, inputType, …}`. The rest (held tool results, counters) stays private.
-fn pending_input(pending: &Value) -> Option<Value> {
-    let input = pending.get("input")?;
-    let mut view = serde_json::Map::new();
-    view.insert("inputId".into(), input.get("inputId")?.clone());
-    if let Some(Value::Object(request)) = input.get("request") {
-        for (key, value) in request {
-            view.insert(key.clone(), value.clone());
-        }
-    }
-    Some(Value::Object(view))
 }
 
 pub(crate) async fn get_task(
@@ -124,23 +108,4 @@ pub(crate) async fn cancel_task(
         Json(json!({"contextId": task.context_id, "taskId": task.task_id})),
     )
         .into_response())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pending_input_exposes_only_the_request() {
-        let pending = json!({
-            "version": 1,
-            "calls": [{"call": {"id": "c", "name": "ask_user", "arguments": {}}}],
-            "input": {"inputId": "in-1", "request": {"prompt": "Name?", "inputType": "clarification", "requireUser": true}}
-        });
-        assert_eq!(
-            pending_input(&pending).unwrap(),
-            json!({"inputId": "in-1", "prompt": "Name?", "inputType": "clarification", "requireUser": true})
-        );
-        assert_eq!(pending_input(&json!({"version": 1})), None);
-    }
 }

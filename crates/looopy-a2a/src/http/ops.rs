@@ -1,0 +1,370 @@
+//! The A2A operations, independent of the protocol version: they take and return v1.0
+//! types (v0.3 calls are converted at the edge, in [`super::rpc`]) and reuse the host's
+//! shared checks — ownership, stream permits, turn tracking — through [`A2aHost`].
+
+use std::time::Duration;
+
+use axum::response::Response;
+use futures::StreamExt;
+use looopy_agent::PendingInputView;
+use looopy_protocol::ids::{is_valid_id, new_context_id};
+use looopy_protocol::{EventPayload, TaskState};
+use looopy_store::TaskRecord;
+use serde_json::Value;
+
+use super::error::RpcError;
+use super::snapshot::{fold_context, histories, snapshot};
+use super::stream::A2aFrames;
+use crate::{
+    A2aHost, ErrorKind, JsonRpcError, MappingState, ProtocolVersion, RequestId, TurnStarted,
+    UserInput, task_to_v1, v1,
+};
+
+/// How long `CancelTask` waits for a running turn to record its cancellation before
+/// answering with the task as it is.
+const CANCEL_WAIT: Duration = Duration::from_secs(10);
+
+/// Everything a call needs to know about who is calling and how to answer.
+pub(crate) struct Caller<H: A2aHost> {
+    pub(crate) host: H,
+    pub(crate) who: H::Caller,
+    pub(crate) version: ProtocolVersion,
+    pub(crate) id: RequestId,
+}
+
+/// A `SendMessage`/`message/send` (or streaming) request, version-neutral.
+pub(crate) struct SendParams {
+    /// The client's message, as v1.0 (the history of the task's first item).
+    pub(crate) message: v1::Message,
+    pub(crate) input: UserInput,
+    pub(crate) history_length: Option<usize>,
+    /// Answer at once instead of waiting for the task to settle.
+    pub(crate) return_immediately: bool,
+}
+
+/// A started or resumed task.
+struct Begun {
+    started: TurnStarted,
+    /// Set when an input-waiting task was resumed (its stream starts with a snapshot).
+    resumed: bool,
+}
+
+/// A client-supplied task id that is not even well-formed names no task.
+async fn authorize_task<H: A2aHost>(
+    caller: &Caller<H>,
+    task_id: &str,
+) -> Result<TaskRecord, RpcError> {
+    if !is_valid_id(task_id) {
+        return Err(RpcError::task_not_found(task_id));
+    }
+    Ok(caller.host.authorize_task(&caller.who, task_id).await?)
+}
+
+/// The text a new turn starts with: the message's text, then its data parts as JSON.
+fn turn_text(input: &UserInput) -> String {
+    let mut text = input.text.clone();
+    for data in &input.data {
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        text.push_str(&data.to_string());
+    }
+    text
+}
+
+/// The answer to an input request: the data part when the message is only data (a form
+/// answer), otherwise the text.
+fn input_value(input: &UserInput) -> Value {
+    match input.data.as_slice() {
+        [one] if input.text.trim().is_empty() => one.clone(),
+        [] => Value::String(input.text.clone()),
+        _ if input.text.trim().is_empty() => Value::Array(input.data.clone()),
+        _ => Value::String(turn_text(input)),
+    }
+}
+
+/// Starts a turn for the message, or — when it names a task waiting for input — answers
+/// that input and resumes the task.
+async fn begin<H: A2aHost>(caller: &Caller<H>, params: &SendParams) -> Result<Begun, RpcError> {
+    let input = &params.input;
+    if !input.files.is_empty() {
+        return Err(RpcError::new(
+            ErrorKind::ContentTypeNotSupported,
+            "Incompatible content types: this agent accepts text and data parts, not files",
+        ));
+    }
+    let Some(task_id) = &input.task_id else {
+        let context_id = input.context_id.clone().unwrap_or_else(new_context_id);
+        caller
+            .host
+            .authorize_new_or_own_context(&caller.who, &context_id)
+            .await?;
+        let started = caller
+            .host
+            .start_turn(&caller.who, &context_id, &turn_text(input))
+            .await?;
+        return Ok(Begun {
+            started,
+            resumed: false,
+        });
+    };
+    let record = authorize_task(caller, task_id).await?;
+    if input
+        .context_id
+        .as_ref()
+        .is_some_and(|c| *c != record.context_id)
+    {
+        return Err(RpcError::invalid_params(format_args!(
+            "task {task_id} belongs to another context than message.contextId"
+        )));
+    }
+    if record.state.is_terminal() {
+        return Err(RpcError::unsupported(format_args!(
+            "task {task_id} is {} and accepts no more messages",
+            record.state
+        )));
+    }
+    let Some(pending) = PendingInputView::of(&record) else {
+        return Err(RpcError::unsupported(format_args!(
+            "task {task_id} is {}, not waiting for input; wait for it to finish or cancel it",
+            record.state
+        )));
+    };
+    let started = caller
+        .host
+        .provide_input(task_id, &pending.input_id, input_value(input))
+        .await?;
+    Ok(Begun {
+        started,
+        resumed: true,
+    })
+}
+
+/// `SendMessage` / `message/send`: the task once it is terminal or interrupted (or at once
+/// with `returnImmediately`).
+pub(crate) async fn send<H: A2aHost>(
+    caller: &Caller<H>,
+    params: SendParams,
+) -> Result<v1::Task, RpcError> {
+    let begun = begin(caller, &params).await?;
+    let TurnStarted {
+        context_id,
+        task_id,
+        follower,
+        ..
+    } = begun.started;
+    if !params.return_immediately {
+        // The run's own follower: it ends once the task settles (or the run ends without
+        // being able to log it), so this never waits on a turn that is over.
+        let settled = follower.events().for_each(|_| async {});
+        wait_or_shutdown(caller, None, settled).await;
+    }
+    task_now(caller, &context_id, &task_id, params.history_length).await
+}
+
+/// `SendStreamingMessage` / `message/stream`: the task's items as SSE.
+pub(crate) async fn send_streaming<H: A2aHost>(
+    caller: &Caller<H>,
+    params: SendParams,
+) -> Result<Response, RpcError> {
+    // The stream slot is taken first, so a refusal never leaves a turn nobody watches.
+    let permit = caller.host.acquire_stream(&caller.who)?;
+    let begun = begin(caller, &params).await?;
+    let TurnStarted {
+        context_id,
+        task_id,
+        start_seq,
+        ..
+    } = begun.started;
+    let (mapping, first) = if begun.resumed {
+        // The stream starts with the task as of the resumption, then its new events.
+        let fold = fold_context(
+            caller.host.agent().store(),
+            &context_id,
+            &[&task_id],
+            Some(start_seq),
+        )
+        .await?;
+        // Through the agent, like REST: a failure storage could not take is held there.
+        let record = caller.host.agent().get_task(&task_id).await?;
+        let record = record.ok_or_else(|| RpcError::task_not_found(&task_id))?;
+        let mut snap = snapshot(&record, fold.tasks.get(&task_id), Vec::new());
+        snap.state = TaskState::Working;
+        snap.status_message = None;
+        let mapping = MappingState::from_snapshot(&snap);
+        (mapping, Some(task_to_v1(&snap, params.history_length)))
+    } else {
+        let mapping = MappingState::new(task_id.clone()).with_user_message(params.message);
+        (mapping, None)
+    };
+    let events =
+        caller
+            .host
+            .open_task_stream(permit, &caller.who, &context_id, &task_id, start_seq);
+    let mut frames = A2aFrames::<H>::new(events, mapping, caller.version, caller.id.clone());
+    if let Some(task) = first {
+        frames = frames.starting_with(v1::StreamResponse::Task(task));
+    }
+    Ok(sse(caller, frames))
+}
+
+/// `SubscribeToTask` / `tasks/resubscribe`: the task as it is now, then its events until it
+/// settles. A terminal task has nothing to follow (unsupported operation).
+pub(crate) async fn subscribe<H: A2aHost>(
+    caller: &Caller<H>,
+    task_id: &str,
+) -> Result<Response, RpcError> {
+    let record = authorize_task(caller, task_id).await?;
+    let context_id = record.context_id.clone();
+    let store = caller.host.agent().store();
+    let fold = fold_context(store, &context_id, &[task_id], None).await?;
+    let history = histories(store, &context_id).await?.remove(task_id);
+    let snap = snapshot(
+        &record,
+        fold.tasks.get(task_id),
+        history.unwrap_or_default(),
+    );
+    if snap.state.is_terminal() {
+        return Err(RpcError::unsupported(format_args!(
+            "task {task_id} is {} and will not change any more; use GetTask",
+            snap.state
+        )));
+    }
+    let permit = caller.host.acquire_stream(&caller.who)?;
+    let events =
+        caller
+            .host
+            .open_task_stream(permit, &caller.who, &context_id, task_id, fold.last_seq);
+    let frames = A2aFrames::<H>::new(
+        events,
+        MappingState::from_snapshot(&snap),
+        caller.version,
+        caller.id.clone(),
+    )
+    .starting_with(v1::StreamResponse::Task(task_to_v1(&snap, None)));
+    Ok(sse(caller, frames))
+}
+
+fn sse<H: A2aHost>(caller: &Caller<H>, frames: A2aFrames<H>) -> Response {
+    caller.host.sse_response(frames)
+}
+
+/// `GetTask` / `tasks/get`.
+pub(crate) async fn get<H: A2aHost>(
+    caller: &Caller<H>,
+    task_id: &str,
+    history_length: Option<usize>,
+) -> Result<v1::Task, RpcError> {
+    let record = authorize_task(caller, task_id).await?;
+    task_now(caller, &record.context_id, task_id, history_length).await
+}
+
+/// `CancelTask` / `tasks/cancel`: cancels, waits (briefly) for the cancellation to be
+/// recorded, and answers with the task.
+pub(crate) async fn cancel<H: A2aHost>(
+    caller: &Caller<H>,
+    task_id: &str,
+) -> Result<v1::Task, RpcError> {
+    let record = authorize_task(caller, task_id).await?;
+    if record.state.is_terminal() {
+        return Err(JsonRpcError::task_not_cancelable(task_id).into());
+    }
+    let agent = caller.host.agent();
+    // Follow from before the cancellation, so its `task-complete` cannot slip by unseen.
+    let follow = agent.follow(task_id).await?;
+    if let Err(error) = agent.cancel(task_id).await {
+        return Err(match error {
+            looopy_agent::AgentError::NotRunning { .. } => {
+                JsonRpcError::task_not_cancelable(task_id).into()
+            }
+            other => other.into(),
+        });
+    }
+    let completed = async {
+        let mut follow = std::pin::pin!(follow);
+        while let Some(event) = follow.next().await {
+            if event.task_id == task_id && matches!(event.payload, EventPayload::TaskComplete(_)) {
+                return;
+            }
+        }
+    };
+    wait_or_shutdown(caller, Some(CANCEL_WAIT), completed).await;
+    task_now(caller, &record.context_id, task_id, None).await
+}
+
+/// Waits for `done`, at most `limit`, and not past the host's shutdown (a blocking call
+/// then answers with the task as it is).
+async fn wait_or_shutdown<H: A2aHost>(
+    caller: &Caller<H>,
+    limit: Option<Duration>,
+    done: impl std::future::Future<Output = ()>,
+) {
+    let limited = async {
+        match limit {
+            Some(limit) => {
+                let _ = tokio::time::timeout(limit, done).await;
+            }
+            None => done.await,
+        }
+    };
+    tokio::select! {
+        () = limited => {}
+        () = caller.host.shutdown_signal() => {}
+    }
+}
+
+/// The task as the log says it is now.
+async fn task_now<H: A2aHost>(
+    caller: &Caller<H>,
+    context_id: &str,
+    task_id: &str,
+    history_length: Option<usize>,
+) -> Result<v1::Task, RpcError> {
+    let agent = caller.host.agent();
+    let store = agent.store();
+    let record = agent
+        .get_task(task_id)
+        .await?
+        .ok_or_else(|| RpcError::task_not_found(task_id))?;
+    let fold = fold_context(store, context_id, &[task_id], None).await?;
+    let history = histories(store, context_id).await?.remove(task_id);
+    let snap = snapshot(
+        &record,
+        fold.tasks.get(task_id),
+        history.unwrap_or_default(),
+    );
+    Ok(task_to_v1(&snap, history_length))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn input(text: &str, data: Vec<Value>) -> UserInput {
+        UserInput {
+            message_id: "m".into(),
+            context_id: None,
+            task_id: None,
+            text: text.into(),
+            data,
+            files: vec![],
+            reference_task_ids: vec![],
+        }
+    }
+
+    #[test]
+    fn input_values_prefer_data_only_when_there_is_no_text() {
+        assert_eq!(input_value(&input("Ada", vec![])), json!("Ada"));
+        assert_eq!(
+            input_value(&input("", vec![json!({"ok": true})])),
+            json!({"ok": true})
+        );
+        assert_eq!(
+            input_value(&input(" ", vec![json!(1), json!(2)])),
+            json!([1, 2])
+        );
+        assert_eq!(input_value(&input("see", vec![json!(1)])), json!("see\n1"));
+        assert_eq!(turn_text(&input("", vec![json!({"a": 1})])), r#"{"a":1}"#);
+    }
+}

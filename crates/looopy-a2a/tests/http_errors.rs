@@ -1,0 +1,294 @@
+//! The A2A JSON-RPC endpoint's refusals over real sockets: every specified error code,
+//! version negotiation, bearer tokens and principals, and the agent card.
+
+#[path = "../../looopy-server/tests/e2e/support.rs"]
+mod support;
+
+use serde_json::{Value, json};
+use support::*;
+
+#[tokio::test]
+async fn failures_are_json_rpc_errors_with_the_specified_codes() {
+    let server = TestServer::start().await;
+    let raw = |body: &'static str| {
+        server
+            .client
+            .post(server.url("/a2a"))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    let r: Value = raw("{not json").await.unwrap().json().await.unwrap();
+    assert_eq!(
+        (r["error"]["code"].as_i64(), &r["id"]),
+        (Some(-32700), &Value::Null)
+    );
+    let r: Value = raw(r#"{"jsonrpc":"1.0","id":3,"method":"x"}"#)
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (r["error"]["code"].as_i64(), r["id"].as_i64()),
+        (Some(-32600), Some(3))
+    );
+
+    // Invalid UTF-8 split into a string, and a body over the limit.
+    let r: Value = server
+        .client
+        .post(server.url("/a2a"))
+        .header("content-type", "application/json")
+        .body(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"GetTask\",\"params\":{\"id\":\"\xff\xfe\"}}".to_vec())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(r["error"]["code"], -32700, "{r}");
+    let huge = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{{"id":"{}"}}}}"#,
+        "x".repeat(2 << 20)
+    );
+    let r = server
+        .client
+        .post(server.url("/a2a"))
+        .body(huge)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 413);
+    let r: Value = r.json().await.unwrap();
+    assert_eq!(r["error"]["code"], -32600, "{r}");
+
+    let cases = [
+        (Some("0.3"), "SendMessage", json!({}), -32601),
+        (Some("1.0"), "message/send", json!({}), -32601),
+        (None, "NoSuchMethod", json!({}), -32601),
+        (Some("1.0"), "GetTask", json!({}), -32602),
+        (
+            Some("1.0"),
+            "GetTask",
+            json!({"id": "task-missing"}),
+            -32001,
+        ),
+        (
+            Some("1.0"),
+            "GetTask",
+            json!({"id": "../etc/passwd"}),
+            -32001,
+        ),
+        (None, "tasks/get", json!({"id": "task-missing"}), -32001),
+        (
+            Some("1.0"),
+            "CancelTask",
+            json!({"id": "task-missing"}),
+            -32001,
+        ),
+        (
+            Some("1.0"),
+            "SubscribeToTask",
+            json!({"id": "task-missing"}),
+            -32001,
+        ),
+        (Some("2.0"), "GetTask", json!({"id": "t"}), -32009),
+        (
+            Some("1.0"),
+            "GetTaskPushNotificationConfig",
+            json!({"taskId": "t", "id": "c"}),
+            -32003,
+        ),
+        (
+            None,
+            "tasks/pushNotificationConfig/get",
+            json!({"id": "t"}),
+            -32003,
+        ),
+        (Some("1.0"), "GetExtendedAgentCard", json!({}), -32007),
+        (
+            Some("1.0"),
+            "SendMessage",
+            json!({"message": {"messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": "x"}]}}),
+            -32602,
+        ),
+        (
+            Some("1.0"),
+            "SendMessage",
+            json!({"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"url": "https://x/y.png"}, {"text": "see"}]}}),
+            -32005,
+        ),
+        (
+            Some("1.0"),
+            "SendMessage",
+            json!({"message": {"messageId": "m", "contextId": "bad id!", "role": "ROLE_USER", "parts": [{"text": "x"}]}}),
+            -32602,
+        ),
+    ];
+    for (version, method, params, code) in cases {
+        let r = server.call(version, method, params.clone()).await;
+        assert_eq!(r["error"]["code"], code, "{method} {params}: {r}");
+        assert_eq!(r["id"], 1);
+    }
+    // A streaming call that fails before its stream starts answers with JSON.
+    let r = server
+        .rpc(
+            Some("1.0"),
+            None,
+            "SubscribeToTask",
+            json!({"id": "task-missing"}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        r.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/json")
+    );
+    // A model failure is a failed task, not an RPC error.
+    let failed = server
+        .call(
+            Some("1.0"),
+            "SendMessage",
+            json!({"message": v1_message("fail now")}),
+        )
+        .await;
+    assert_eq!(
+        failed["result"]["task"]["status"]["state"],
+        "TASK_STATE_FAILED"
+    );
+    assert!(
+        failed["result"]["task"]["status"]["message"]["parts"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("unavailable")
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn tokens_are_required_and_other_principals_tasks_do_not_exist() {
+    let server =
+        TestServer::with_config(|c| c.tokens = vec!["alice-token".into(), "bob-token".into()])
+            .await;
+    let r = server
+        .rpc(Some("1.0"), None, "GetTask", json!({"id": "t"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let card: Value = server
+        .client
+        .get(server.url("/.well-known/agent-card.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(card["securitySchemes"]["bearer"]["scheme"], "bearer");
+
+    let alice = |method: &str, params: Value| {
+        server
+            .rpc(Some("1.0"), Some("alice-token"), method, params)
+            .send()
+    };
+    let bob = |method: &str, params: Value| {
+        server
+            .rpc(Some("1.0"), Some("bob-token"), method, params)
+            .send()
+    };
+    let msg = json!({"messageId": "m", "contextId": "ctx-alice", "role": "ROLE_USER", "parts": [{"text": "secret"}]});
+    let r: Value = alice("SendMessage", json!({"message": msg}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = r["result"]["task"]["id"].as_str().unwrap().to_owned();
+
+    let r: Value = bob("GetTask", json!({"id": id}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(r["error"]["code"], -32001);
+    let r: Value = bob("CancelTask", json!({"id": id}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(r["error"]["code"], -32001);
+    let intrude = json!({"messageId": "m", "contextId": "ctx-alice", "role": "ROLE_USER", "parts": [{"text": "hi"}]});
+    let r: Value = bob("SendMessage", json!({"message": intrude}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(r["error"]["code"], -32001);
+    let r: Value = bob("ListTasks", json!({}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(r["result"]["totalSize"], 0);
+    let r: Value = alice("ListTasks", json!({}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(r["result"]["totalSize"], 1);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_agent_card_serves_both_versions_from_the_request_host() {
+    let server = TestServer::start().await;
+    for path in ["/.well-known/agent-card.json", "/.well-known/agent.json"] {
+        let r = server.client.get(server.url(path)).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        assert!(
+            r.headers()["cache-control"]
+                .to_str()
+                .unwrap()
+                .contains("max-age")
+        );
+        let etag = r.headers()["etag"].clone();
+        let card: Value = r.json().await.unwrap();
+        let url = format!("http://{}/a2a", server.addr);
+        assert_eq!(card["url"], url);
+        assert_eq!(
+            card["supportedInterfaces"][0],
+            json!({"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"})
+        );
+        assert_eq!(card["capabilities"]["streaming"], true);
+        assert_eq!(card["skills"].as_array().unwrap().len(), 1);
+        let again = server
+            .client
+            .get(server.url(path))
+            .header("if-none-match", etag)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(again.status(), 304);
+    }
+    let r: Value = server
+        .client
+        .get(server.url("/.well-known/agent-card.json"))
+        .header("host", "agents.example:9000")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(r["url"], "http://agents.example:9000/a2a");
+    server.shutdown().await;
+}

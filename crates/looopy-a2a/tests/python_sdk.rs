@@ -1,0 +1,173 @@
+//! The official A2A Python SDK (`a2a-sdk` from PyPI) against a real server: discovery via
+//! the card, a streamed turn, GetTask, ListTasks, cancelling a streaming turn, and the
+//! SDK's v0.3 compatibility transport. The client is `tests/e2e/a2a_sdk_client.py`.
+//!
+//! Skipped (with a message) when python3 or the SDK is missing, unless
+//! `LOOOPY_REQUIRE_E2E=1`, which makes that a failure.
+
+#[path = "../../looopy-server/tests/e2e/support.rs"]
+mod support;
+
+use std::path::Path;
+use std::process::Stdio;
+
+use serde_json::Value;
+use support::*;
+
+const TOKEN: &str = "sdk-test-token";
+
+fn sdk_missing() -> Option<String> {
+    let probe = std::process::Command::new("python3")
+        // The 1.x SDK (protobuf types, v0.3 compatibility transport); 0.x has another API.
+        .args([
+            "-c",
+            "import a2a.client, a2a.types, a2a.compat.v0_3.jsonrpc_transport, httpx",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output();
+    match probe {
+        Err(e) => Some(format!("python3 is not available ({e})")),
+        Ok(out) if !out.status.success() => Some(format!(
+            "the a2a-sdk Python package (1.x) is not installed (python3 -m pip install 'a2a-sdk>=1.0'): {}",
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .last()
+                .unwrap_or_default()
+        )),
+        Ok(_) => None,
+    }
+}
+
+fn steps<'a>(lines: &'a [Value], step: &str) -> Vec<&'a Value> {
+    lines.iter().filter(|l| l["step"] == step).collect()
+}
+
+/// The answer text of stream items, chunk by chunk.
+fn answer(items: &[&Value]) -> String {
+    items
+        .iter()
+        .filter_map(|l| l["item"].get("artifactUpdate"))
+        .flat_map(|u| {
+            u["artifact"]["parts"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|p| p["text"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test]
+async fn the_official_python_client_streams_gets_lists_and_cancels() {
+    if skip_without(sdk_missing()) {
+        return;
+    }
+    let server = TestServer::with_config(|c| c.tokens = vec![TOKEN.into()]).await;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/a2a_sdk_client.py");
+    let child = tokio::process::Command::new("python3")
+        .arg(&script)
+        .arg(format!("http://{}", server.addr))
+        .arg(TOKEN)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let out = within("the Python SDK client", child.wait_with_output())
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "client failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let lines: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    assert_eq!(lines.last().unwrap()["step"], "done", "{stdout}");
+
+    // Discovery: the card parses, and the SDK sees both interfaces at the request's URL.
+    let card = steps(&lines, "card")[0];
+    assert_eq!(card["name"], "Looopy");
+    assert_eq!(card["streaming"], true);
+    let url = format!("http://{}/a2a", server.addr);
+    assert_eq!(card["interfaces"][0]["url"], url.as_str());
+    assert_eq!(card["interfaces"][0]["version"], "1.0");
+    assert_eq!(card["interfaces"][1]["version"], "0.3");
+
+    // 1. The streamed turn: task, working, answer chunks, completed.
+    let stream = steps(&lines, "stream");
+    assert_eq!(
+        stream[0]["item"]["task"]["status"]["state"],
+        "TASK_STATE_SUBMITTED"
+    );
+    assert_eq!(
+        stream[1]["item"]["statusUpdate"]["status"]["state"],
+        "TASK_STATE_WORKING"
+    );
+    assert_eq!(
+        stream.last().unwrap()["item"]["statusUpdate"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+    assert_eq!(answer(&stream), "Echo: hello sdk");
+    let task_id = stream[0]["item"]["task"]["id"].as_str().unwrap();
+
+    // 2. GetTask and ListTasks agree with the stream.
+    let got = &steps(&lines, "get")[0]["task"];
+    assert_eq!(got["id"], task_id);
+    assert_eq!(got["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(got["artifacts"][0]["parts"][0]["text"], "Echo: hello sdk");
+    assert_eq!(got["history"][0]["parts"][0]["text"], "hello sdk");
+    let listed = &steps(&lines, "list")[0]["response"];
+    assert!(
+        listed["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["id"] == task_id),
+        "{listed}"
+    );
+
+    // 3. Cancel lands mid-stream: the answer is cut short and the stream ends canceled.
+    let canceled = &steps(&lines, "cancel")[0]["task"];
+    assert_eq!(
+        canceled["status"]["state"], "TASK_STATE_CANCELED",
+        "{canceled}"
+    );
+    let slow = steps(&lines, "slow");
+    assert_eq!(
+        slow.last().unwrap()["item"]["statusUpdate"]["status"]["state"],
+        "TASK_STATE_CANCELED"
+    );
+    let partial = answer(&slow);
+    assert!(
+        !partial.is_empty() && partial.len() < SLOW_ANSWER.len(),
+        "{partial:?}"
+    );
+    assert!(SLOW_ANSWER.starts_with(&partial));
+
+    // 4. The v0.3 transport (message/stream, tasks/get) gives the same tasks.
+    assert_eq!(
+        steps(&lines, "v03-transport")[0]["transport"],
+        "CompatJsonRpcTransport"
+    );
+    let legacy = steps(&lines, "v03-stream");
+    assert_eq!(answer(&legacy), "Echo: hello legacy");
+    assert_eq!(
+        legacy.last().unwrap()["item"]["statusUpdate"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+    let legacy_task = &steps(&lines, "v03-get")[0]["task"];
+    assert_eq!(legacy_task["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(
+        legacy_task["artifacts"][0]["parts"][0]["text"],
+        "Echo: hello legacy"
+    );
+
+    // 5. Errors arrive as the SDK's typed errors.
+    assert_eq!(steps(&lines, "missing")[0]["error"], "TaskNotFoundError");
+    server.shutdown().await;
+}

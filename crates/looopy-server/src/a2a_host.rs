@@ -1,0 +1,145 @@
+//! The server as the host of the A2A routes ([`looopy_a2a::A2aHost`]): the A2A endpoint
+//! uses the same principals, ownership checks, stream slots, message limits and turn
+//! tracking as the REST API, through this implementation.
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use axum::response::Response;
+use bytes::Bytes;
+use futures::Stream;
+use looopy_a2a::{A2aHost, HostError, TurnStarted};
+use looopy_agent::Agent;
+use looopy_store::{ContextRecord, TaskRecord};
+
+use crate::auth::Principal;
+use crate::events::{CloseRule, EndReason, EventFilter, EventStream};
+use crate::extract::Connection;
+use crate::sse::sse_response;
+use crate::state::StreamRequest;
+use crate::{ApiError, AppState, ConnHandle, StreamPermit};
+
+/// Who calls the A2A endpoint: the authenticated principal (401 without one when tokens
+/// are configured) and the connection (per-address stream limits, closing stalled clients).
+#[derive(Debug, Clone)]
+pub struct A2aCaller {
+    pub principal: Principal,
+    pub conn: Option<ConnHandle>,
+}
+
+impl FromRequestParts<AppState> for A2aCaller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let principal = Principal::from_request_parts(parts, state).await?;
+        let Ok(Connection(conn)) = Connection::from_request_parts(parts, state).await;
+        Ok(Self { principal, conn })
+    }
+}
+
+impl A2aHost for AppState {
+    type Caller = A2aCaller;
+    type Permit = StreamPermit;
+    type Events = EventStream;
+
+    fn agent(&self) -> &Agent {
+        AppState::agent(self)
+    }
+
+    fn owner(caller: &A2aCaller) -> Option<&str> {
+        caller.principal.id()
+    }
+
+    fn requires_bearer(&self) -> bool {
+        !self.config().tokens.is_empty()
+    }
+
+    fn fallback_authority(&self) -> String {
+        self.config().addr.to_string()
+    }
+
+    async fn authorize_context(
+        &self,
+        caller: &A2aCaller,
+        context_id: &str,
+    ) -> Result<ContextRecord, HostError> {
+        AppState::authorize_context(self, &caller.principal, context_id).await
+    }
+
+    async fn authorize_new_or_own_context(
+        &self,
+        caller: &A2aCaller,
+        context_id: &str,
+    ) -> Result<(), HostError> {
+        AppState::authorize_new_or_own_context(self, &caller.principal, context_id).await
+    }
+
+    async fn authorize_task(
+        &self,
+        caller: &A2aCaller,
+        task_id: &str,
+    ) -> Result<TaskRecord, HostError> {
+        AppState::authorize_task(self, &caller.principal, task_id).await
+    }
+
+    async fn start_turn(
+        &self,
+        caller: &A2aCaller,
+        context_id: &str,
+        message: &str,
+    ) -> Result<TurnStarted, HostError> {
+        AppState::start_turn(self, &caller.principal, context_id, message).await
+    }
+
+    async fn provide_input(
+        &self,
+        task_id: &str,
+        input_id: &str,
+        value: serde_json::Value,
+    ) -> Result<TurnStarted, HostError> {
+        AppState::provide_input(self, task_id, input_id, value).await
+    }
+
+    fn acquire_stream(&self, caller: &A2aCaller) -> Result<StreamPermit, HostError> {
+        AppState::acquire_stream(self, &caller.principal, caller.conn.as_ref())
+    }
+
+    fn open_task_stream(
+        &self,
+        permit: StreamPermit,
+        caller: &A2aCaller,
+        context_id: &str,
+        task_id: &str,
+        after_seq: u64,
+    ) -> EventStream {
+        let request = StreamRequest {
+            context_id: context_id.to_owned(),
+            after_seq,
+            filter: EventFilter {
+                task_id: Some(task_id.to_owned()),
+                kinds: None,
+                include_internal: false,
+            },
+            close: CloseRule::TaskSettled(task_id.to_owned()),
+        };
+        self.open_stream(permit, caller.conn.clone(), request)
+    }
+
+    fn end_note(events: &EventStream) -> Option<&'static str> {
+        events
+            .end_reason()
+            .filter(|reason| *reason != EndReason::Settled)
+            .map(EndReason::describe)
+    }
+
+    fn sse_response<S>(&self, frames: S) -> Response
+    where
+        S: Stream<Item = Bytes> + Send + Unpin + 'static,
+    {
+        let config = self.config();
+        sse_response(frames, config.keepalive, config.retry)
+    }
+
+    fn shutdown_signal(&self) -> impl Future<Output = ()> + Send + 'static {
+        AppState::shutdown_signal(self)
+    }
+}
