@@ -5,6 +5,7 @@
 //! `thought-stream` payloads (no ids or timestamps, so output is reproducible); for
 //! `--protocol wire` they are the wire protocol's `{"type": …}` events.
 
+mod json_in;
 mod json_out;
 mod lines;
 
@@ -282,7 +283,7 @@ impl<W: Write> lines::LineHandler for Filter<W> {
             message,
         };
         let line = line.map_err(|e| bad(format!("not valid UTF-8 ({e})")))?;
-        let chunk = lines::decode_line(line, &mut self.chunk)
+        let chunk = json_in::decode_line(line, &mut self.chunk)
             .map_err(|e| bad(format!("expected a JSON string ({e})")))?;
         if let Some(chunk) = chunk {
             self.parser.push(chunk, &mut self.out)?;

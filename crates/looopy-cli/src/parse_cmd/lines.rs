@@ -10,10 +10,6 @@
 use std::io::{self, Read, Write};
 use std::str::Utf8Error;
 
-use serde::de::{DeserializeSeed, Deserializer, Visitor};
-
-use super::json_out::find_special;
-
 /// Bytes asked for per `read(2)`; a pipe delivers at most its buffer (64 KiB on Linux).
 const READ_SIZE: usize = 64 * 1024;
 
@@ -102,72 +98,6 @@ fn lines<H: LineHandler>(
         start = end + 1;
     }
     Ok(number)
-}
-
-/// Decodes a line that must be one JSON string: borrowed from the line when it has no
-/// escapes, otherwise unescaped into `scratch` (cleared first, never reallocated once large
-/// enough). `Ok(None)` for a blank line, which is skipped. The line is already known to be
-/// UTF-8, so serde_json does not check it again.
-pub(super) fn decode_line<'a>(
-    line: &'a str,
-    scratch: &'a mut String,
-) -> Result<Option<&'a str>, serde_json::Error> {
-    // The common case: the whole line is `"…"` with nothing to unescape inside (no `"`, `\`
-    // or control character), so its text is the chunk. Everything else goes to serde_json.
-    let plain = line
-        .strip_prefix('"')
-        .and_then(|l| l.strip_suffix('"'))
-        .filter(|body| find_special(body.as_bytes()).is_none());
-    if let Some(body) = plain {
-        return Ok(Some(body));
-    }
-    if line.bytes().all(|b| b.is_ascii_whitespace()) {
-        return Ok(None);
-    }
-    let mut de = serde_json::Deserializer::from_str(line);
-    let decoded = Chunk(&mut *scratch).deserialize(&mut de)?;
-    de.end()?;
-    Ok(Some(match decoded {
-        Decoded::Borrowed(text) => text,
-        Decoded::Scratch => scratch,
-    }))
-}
-
-/// Where a decoded chunk is.
-enum Decoded<'de> {
-    /// In the input line itself (no escapes).
-    Borrowed(&'de str),
-    /// In the scratch buffer.
-    Scratch,
-}
-
-/// Deserializes a JSON string without allocating: borrowed, or into a caller's buffer.
-struct Chunk<'a>(&'a mut String);
-
-impl<'de> DeserializeSeed<'de> for Chunk<'_> {
-    type Value = Decoded<'de>;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Decoded<'de>, D::Error> {
-        deserializer.deserialize_str(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Chunk<'_> {
-    type Value = Decoded<'de>;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a JSON string")
-    }
-
-    fn visit_borrowed_str<E: serde::de::Error>(self, text: &'de str) -> Result<Decoded<'de>, E> {
-        Ok(Decoded::Borrowed(text))
-    }
-
-    fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Decoded<'de>, E> {
-        self.0.clear();
-        self.0.push_str(text);
-        Ok(Decoded::Scratch)
-    }
 }
 
 /// Buffered output that is written out only when asked (or when it grows large).
@@ -300,40 +230,6 @@ mod tests {
                 (4, "€".as_bytes().to_vec())
             ]
         );
-    }
-
-    #[test]
-    fn decoding_borrows_or_reuses_the_buffer_and_skips_blank_lines() {
-        let mut s = String::with_capacity(64);
-        let capacity = s.capacity();
-        let line = r#""a\"b\n\u00e9""#;
-        assert_eq!(decode_line(line, &mut s).unwrap(), Some("a\"b\né"));
-        let line = " \"plain\" \r";
-        let plain = decode_line(line, &mut s).unwrap().unwrap();
-        assert_eq!(plain, "plain");
-        assert!(std::ptr::eq(plain.as_ptr(), line[2..].as_ptr()), "borrowed");
-        assert_eq!(s.capacity(), capacity);
-        assert_eq!(decode_line(" \t\r", &mut s).unwrap(), None);
-        assert!(decode_line("42", &mut s).is_err());
-        assert!(decode_line("\"a\" \"b\"", &mut s).is_err());
-        assert!(decode_line("\"\\ud800\"", &mut s).is_err());
-        assert!(
-            decode_line("\"\u{1}\"", &mut s).is_err(),
-            "raw control character"
-        );
-        // The fast path takes exactly the lines serde_json would borrow, no more.
-        assert_eq!(decode_line(r#""""#, &mut s).unwrap(), Some(""));
-        assert_eq!(decode_line("\"é 🦀\"", &mut s).unwrap(), Some("é 🦀"));
-        for bad in [
-            r#"""#,
-            r#""a\""#,
-            r#""a"b""#,
-            "\"tab\t\"",
-            "\"a\n\"",
-            r#"x"a""#,
-        ] {
-            assert!(decode_line(bad, &mut s).is_err(), "{bad:?}");
-        }
     }
 
     #[test]
