@@ -62,6 +62,7 @@ mod config;
 mod emit;
 mod error;
 mod history;
+mod telemetry;
 pub mod tool;
 mod turn;
 
@@ -70,6 +71,7 @@ pub use agent::{
 };
 pub use config::{AgentConfig, ToolProtocol};
 pub use error::AgentError;
+pub use telemetry::metric;
 
 /// Turns an `async fn` with a doc comment and typed parameters into a [`tool::Tool`].
 ///

@@ -96,6 +96,11 @@ pub struct AgentArgs {
     /// Config file (TOML; default ~/.config/looopy/config.toml when it exists).
     #[arg(long, env = "LOOOPY_CONFIG")]
     pub config: Option<PathBuf>,
+    /// Send traces (the `invoke_agent`, `chat` and `execute_tool` spans) over OTLP/HTTP
+    /// protobuf to this base URL (`<URL>/v1/traces`), e.g. http://127.0.0.1:4318. Off by
+    /// default.
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT", value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -103,6 +108,9 @@ pub struct RunArgs {
     /// Print every event as one JSON object per line.
     #[arg(long)]
     pub json: bool,
+    /// After the turn, print its span tree with timings to stderr (a waterfall).
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
     /// Conversation to continue (default: a new one).
     #[arg(long)]
     pub context: Option<String>,
@@ -185,6 +193,10 @@ pub struct ServeArgs {
     /// Last-Event-ID); by default they stay open until the client leaves.
     #[arg(long, value_name = "SECS")]
     pub max_stream_lifetime: Option<u64>,
+    /// Serve `GET /metrics` (Prometheus text format) without a token; by default it needs
+    /// one like every API route when tokens are configured.
+    #[arg(long)]
+    pub metrics_public: bool,
     #[command(flatten)]
     pub agent: AgentArgs,
 }

@@ -9,6 +9,8 @@ mod run_cmd;
 mod serve_cmd;
 mod serve_config;
 mod tail_cmd;
+mod telemetry;
+mod waterfall;
 
 use std::process::ExitCode;
 
@@ -16,20 +18,27 @@ use clap::Parser;
 
 use cli::{Cli, Command};
 
-fn init_tracing() {
-    // Diagnostics go to stderr so stdout stays a clean event stream; RUST_LOG controls them.
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+/// What the command asks for besides log lines: an OTLP endpoint, the `--verbose` waterfall.
+fn telemetry_options(command: &Command) -> telemetry::Options {
+    let agent = match command {
+        Command::Run(args) => Some(&args.agent),
+        Command::Chat(args) => Some(&args.agent),
+        Command::Resume(args) => Some(&args.agent),
+        Command::Serve(args) => Some(&args.agent),
+        Command::Parse(_) | Command::Tail(_) => None,
+    };
+    telemetry::Options {
+        otlp_endpoint: agent.and_then(|a| a.otlp_endpoint.clone()),
+        waterfall: matches!(command, Command::Run(args) if args.verbose),
+    }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing();
     if let Command::Parse(args) = &cli.command {
+        if let Err(e) = telemetry::init(telemetry::Options::default()) {
+            eprintln!("looopy: {e:#}");
+        }
         // `parse` buffers its output itself and flushes when its input runs dry.
         let stdin = std::io::stdin().lock();
         let stdout = std::io::stdout().lock();
@@ -48,6 +57,17 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // Inside the runtime: the OTLP exporter sends its requests on it.
+    let telemetry = {
+        let _entered = runtime.enter();
+        match telemetry::init(telemetry_options(&cli.command)) {
+            Ok(telemetry) => telemetry,
+            Err(e) => {
+                eprintln!("looopy: {e:#}");
+                return ExitCode::from(2);
+            }
+        }
+    };
     let result = runtime.block_on(async move {
         match cli.command {
             Command::Parse(_) => Ok(ExitCode::SUCCESS),
@@ -58,6 +78,12 @@ fn main() -> ExitCode {
             Command::Tail(args) => tail_cmd::run(args).await,
         }
     });
+    // After the run, from this thread: the last spans are exported on the runtime's workers
+    // while this waits for them.
+    if let Some(waterfall) = telemetry.waterfall() {
+        eprint!("{}", waterfall.render());
+    }
+    telemetry.shutdown();
     match result {
         Ok(code) => code,
         // One writer per database, or a damaged one: a usage error, like clap's.

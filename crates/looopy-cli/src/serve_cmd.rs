@@ -55,6 +55,7 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
         max_streams_per_principal: args.max_streams_per_principal,
         max_streams_per_client: args.max_streams_per_client,
         max_stream_lifetime: args.max_stream_lifetime.map(Duration::from_secs),
+        metrics_public: args.metrics_public,
         ..ServerConfig::default()
     };
     serve_config::apply_request_limits(&mut config, &args, &file);

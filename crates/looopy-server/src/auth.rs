@@ -127,6 +127,9 @@ pub(crate) async fn authenticate(
             next.run(request).await
         }
         None if PUBLIC_PATHS.contains(&request.uri().path()) => next.run(request).await,
+        None if state.config().metrics_public && request.uri().path() == crate::metrics::PATH => {
+            next.run(request).await
+        }
         None => ApiError::unauthorized().into_response(),
     }
 }

@@ -56,6 +56,9 @@ pub struct ServerConfig {
     /// On shutdown: how long running turns may take to finish before they are canceled,
     /// and how long connections may take to close before they are cut.
     pub shutdown_grace: Duration,
+    /// Serve `GET /metrics` without authentication (for a scraper on a trusted network);
+    /// by default it needs a token like every API route.
+    pub metrics_public: bool,
 }
 
 impl Default for ServerConfig {
@@ -76,6 +79,7 @@ impl Default for ServerConfig {
             subscriber_buffer: 1024,
             cors_origins: Vec::new(),
             shutdown_grace: Duration::from_secs(10),
+            metrics_public: false,
         }
     }
 }
@@ -98,6 +102,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("subscriber_buffer", &self.subscriber_buffer)
             .field("cors_origins", &self.cors_origins)
             .field("shutdown_grace", &self.shutdown_grace)
+            .field("metrics_public", &self.metrics_public)
             .finish()
     }
 }

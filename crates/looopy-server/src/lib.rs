@@ -84,6 +84,7 @@ pub mod events;
 pub mod extract;
 pub mod guarantees;
 mod limits;
+pub mod metrics;
 mod routes;
 mod server;
 pub mod sse;

@@ -379,18 +379,27 @@ impl Agent {
         let run_done = CancellationToken::new();
         let done_on_exit = run_done.clone().drop_guard();
         let agent = self.clone();
-        let join = tokio::spawn(async move {
+        let span = turn.span.clone();
+        let run = async move {
             let _done_on_exit = done_on_exit;
+            let started = std::time::Instant::now();
             let result = match work {
                 Work::Start => turn.drive().await,
                 Work::Resume(pending, value) => turn.resume(*pending, value).await,
             };
             let outcome = agent.end_run(&mut turn, result).await;
+            crate::telemetry::turn_ended(
+                &turn.span,
+                outcome.as_ref().ok().copied(),
+                turn.counters.iteration,
+                started.elapsed(),
+            );
             // Released only now: every event of the run is durable, so the next run of
             // this context continues the sequence from the log.
             drop(claim);
             outcome
-        });
+        };
+        let join = tokio::spawn(tracing::Instrument::instrument(run, span));
         TurnHandle {
             context_id,
             task_id,

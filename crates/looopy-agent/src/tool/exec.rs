@@ -17,6 +17,7 @@ use looopy_store::StoreError;
 use serde_json::Value;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::context::ProgressSink;
 use super::{InputRequest, ToolContext, ToolFailure, ToolRegistry};
@@ -85,6 +86,8 @@ pub(crate) struct ToolRunner {
     pub(crate) permits: Arc<Semaphore>,
     pub(crate) cancel: CancellationToken,
     pub(crate) running: Arc<AtomicU32>,
+    /// The turn's span: the parent of every call's `execute_tool` span.
+    pub(crate) span: tracing::Span,
 }
 
 /// How one call is to be made.
@@ -104,8 +107,16 @@ impl ToolRunner {
         &self,
         inv: Invocation,
     ) -> BoxFuture<'static, Result<ToolOutcome, StoreError>> {
+        let call = &inv.spec.call;
+        let span = crate::telemetry::tool_span(
+            &self.span,
+            &call.name,
+            &call.id,
+            self.emitter.context_id(),
+            self.emitter.task_id(),
+        );
         let runner = self.clone();
-        Box::pin(async move { runner.run_inner(inv).await })
+        Box::pin(async move { runner.run_inner(inv).await }.instrument(span))
     }
 
     async fn run_inner(self, inv: Invocation) -> Result<ToolOutcome, StoreError> {
@@ -137,6 +148,17 @@ impl ToolRunner {
         }
         let outcome = self.execute(&inv).await;
         self.running.fetch_sub(1, Ordering::SeqCst);
+        let label = match &outcome {
+            ToolOutcome::Success(_) => "success",
+            ToolOutcome::Error(_) => "error",
+            ToolOutcome::NeedsInput(_) => "input_required",
+            ToolOutcome::Canceled => "canceled",
+        };
+        let tool = match self.registry.entry(&call.name) {
+            Some(_) => call.name.clone(),
+            None => "unknown".to_string(),
+        };
+        crate::telemetry::tool_ended(&tracing::Span::current(), tool, label);
         drop(permit);
         if !matches!(outcome, ToolOutcome::NeedsInput(_)) {
             self.complete(call, &outcome, inv.iteration, started.elapsed())
@@ -219,7 +241,11 @@ impl ToolRunner {
         }
         let tool = Arc::clone(&entry.tool);
         let args = call.arguments.clone();
-        let mut handle = tokio::spawn(async move { tool.call_json(args, ctx).await });
+        // The tool's own task runs inside its call's span, so what it logs or traces nests
+        // under `execute_tool`.
+        let mut handle = tokio::spawn(
+            async move { tool.call_json(args, ctx).await }.instrument(tracing::Span::current()),
+        );
         let joined = tokio::select! {
             biased;
             () = self.cancel.cancelled() => None,

@@ -12,7 +12,7 @@
 mod finish;
 mod pending;
 mod resume;
-mod source;
+pub(crate) mod source;
 mod step;
 mod wire_prompt;
 
@@ -69,6 +69,8 @@ pub(crate) struct Turn {
     pub(crate) stored_count: usize,
     pub(crate) counters: Counters,
     pub(crate) record: TaskRecord,
+    /// The `invoke_agent` span of this run: parent of its model calls and tool calls.
+    pub(crate) span: tracing::Span,
 }
 
 impl Counters {
@@ -95,6 +97,13 @@ impl Turn {
         stored: Vec<Message>,
         counters: Counters,
     ) -> Self {
+        let model = shared.model();
+        let span = crate::telemetry::turn_span(
+            &shared.config.agent_id,
+            &model,
+            &record.context_id,
+            &record.task_id,
+        );
         let runner = ToolRunner {
             registry: Arc::clone(&shared.tools),
             emitter: emitter.clone(),
@@ -107,6 +116,7 @@ impl Turn {
             )),
             cancel: cancel.clone(),
             running: Default::default(),
+            span: span.clone(),
         };
         emitter.stop_on(cancel.clone());
         let stored_count = stored.len();
@@ -115,7 +125,7 @@ impl Turn {
             None => stored,
         };
         Self {
-            model: shared.model(),
+            model,
             shared,
             emitter,
             cancel,
@@ -124,6 +134,7 @@ impl Turn {
             stored_count,
             counters,
             record,
+            span,
         }
     }
 
@@ -199,11 +210,21 @@ impl Turn {
                     tool_count: u32::try_from(self.shared.tools.len()).unwrap_or(u32::MAX),
                 }))
                 .await?;
-            let stream = self.shared.provider.stream(request);
+            // Opened before the request is made: the time to first token counts from here.
+            let chat = crate::telemetry::chat_span(
+                &self.span,
+                self.shared.provider.name(),
+                &self.model,
+                &self.record.context_id,
+                &self.record.task_id,
+                self.counters.iteration,
+            );
+            let stream = chat.in_scope(|| self.shared.provider.stream(request));
             let source = match self.shared.config.tool_protocol {
                 ToolProtocol::Wire => source::wire(stream),
                 _ => source::native(stream),
             };
+            let source = crate::telemetry::observe_llm_call(source, chat);
             let output = run_step(self, source).await?;
             if let Some(end) = self.settle(output).await? {
                 return Ok(end);

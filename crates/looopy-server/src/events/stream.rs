@@ -80,6 +80,18 @@ pub enum EndReason {
 }
 
 impl EndReason {
+    /// The `reason` label of `looopy_sse_disconnects_total`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Settled => "settled",
+            Self::Lagged => "lagged",
+            Self::Shutdown => "shutdown",
+            Self::LogClosed => "log_closed",
+            Self::StoreFailed => "store_failed",
+            Self::StorageUnavailable => "storage_unavailable",
+        }
+    }
+
     /// A short explanation for the client (sent as an SSE comment).
     pub fn describe(self) -> &'static str {
         match self {
@@ -141,6 +153,7 @@ impl EventStream {
         shutdown: WaitForCancellationFutureOwned,
         permit: Option<StreamPermit>,
     ) -> Self {
+        metrics::gauge!(crate::metrics::SSE_STREAMS).increment(1.0);
         Self {
             store: source.store,
             log_readers: source.log_readers,
@@ -173,6 +186,8 @@ impl EventStream {
 
     fn end(&mut self, reason: EndReason) -> Poll<Option<StreamedEvent>> {
         self.ended = Some(reason);
+        metrics::counter!(crate::metrics::SSE_DISCONNECTS_TOTAL, "reason" => reason.label())
+            .increment(1);
         if let Phase::Replay { read, page, .. } = &mut self.phase {
             *read = None;
             *page = Vec::new().into_iter();
@@ -279,6 +294,17 @@ impl Stream for EventStream {
                     }
                 }
             }
+        }
+    }
+}
+
+impl Drop for EventStream {
+    /// A stream dropped before it ended was left by its client (or its response dropped).
+    fn drop(&mut self) {
+        metrics::gauge!(crate::metrics::SSE_STREAMS).decrement(1.0);
+        if self.ended.is_none() {
+            metrics::counter!(crate::metrics::SSE_DISCONNECTS_TOTAL, "reason" => "client_gone")
+                .increment(1);
         }
     }
 }

@@ -35,6 +35,28 @@ struct Rejections {
     examples: Vec<RejectedEvent>,
 }
 
+/// Histogram: the time to commit one batch (one transaction, or one per event after a
+/// failed batch), which is what every append waits for.
+pub(crate) const COMMIT_SECONDS: &str = "looopy_event_log_commit_seconds";
+/// Counter, `kind`: events committed to the log.
+pub(crate) const EVENTS_TOTAL: &str = "looopy_events_total";
+
+/// Adds a batch's committed events to `looopy_events_total`, one counter update per kind
+/// (a batch is mostly one kind, deltas), not one per event.
+fn count_kinds(committed: &[Event]) {
+    let mut counts: Vec<(&'static str, u64)> = Vec::new();
+    for event in committed {
+        let kind = event.kind();
+        match counts.iter_mut().find(|(k, _)| *k == kind) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((kind, 1)),
+        }
+    }
+    for (kind, n) in counts {
+        metrics::counter!(EVENTS_TOTAL, "kind" => kind).increment(n);
+    }
+}
+
 /// The reason given for events refused because an earlier event of their context failed.
 const AFTER_FAILED_WRITE: &str = "an earlier event of this context could not be written";
 
@@ -186,6 +208,7 @@ impl Writer {
         if accepted.is_empty() {
             return;
         }
+        let started = std::time::Instant::now();
         let committed = match self.insert_batch(&accepted) {
             Ok(unserializable) => self.drop_unserializable(accepted, unserializable),
             Err(error) => {
@@ -193,6 +216,8 @@ impl Writer {
                 self.insert_one_by_one(accepted)
             }
         };
+        metrics::histogram!(COMMIT_SECONDS).record(started.elapsed().as_secs_f64());
+        count_kinds(&committed);
         if !committed.is_empty() {
             // Nobody listening is fine: the log is the source of truth.
             let _ = self.live.send(Batch::from(committed));

@@ -1,0 +1,164 @@
+//! `GET /metrics`: the process's metrics in the Prometheus text format.
+//!
+//! The libraries record through the `metrics` facade (a no-op until a recorder is
+//! installed); the server installs a Prometheus recorder for the process the first time a
+//! router is built, and renders it into this route — no listener of its own, so the route
+//! sits behind the same authentication as the API unless
+//! [`ServerConfig::metrics_public`](crate::ServerConfig::metrics_public) says otherwise.
+//! An application that installed its own `metrics` recorder first keeps it; the route then
+//! answers 404 `metrics_unavailable` and its recorder gets the same metrics.
+//!
+//! | metric | type | labels |
+//! |---|---|---|
+//! | `looopy_turns_total` | counter | `state` the run ended in |
+//! | `looopy_turn_duration_seconds` | histogram | |
+//! | `looopy_events_total` | counter | `kind` of the committed event |
+//! | `looopy_event_log_commit_seconds` | histogram | |
+//! | `looopy_llm_time_to_first_token_seconds` | histogram | |
+//! | `looopy_llm_tokens_total` | counter | `direction`: `input`, `output` |
+//! | `looopy_tool_calls_total` | counter | `tool` (`unknown` for unregistered names), `outcome`: `success`, `error`, `canceled`, `input_required` |
+//! | `looopy_sse_streams` | gauge | |
+//! | `looopy_sse_disconnects_total` | counter | `reason`: `settled`, `client_gone`, `lagged`, `shutdown`, `log_closed`, `store_failed`, `storage_unavailable` |
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use axum::Router;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use looopy_agent::metric;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+use crate::{ApiError, AppState};
+
+/// The path of the route.
+pub const PATH: &str = "/metrics";
+/// Gauge: event streams open now (REST and A2A).
+pub const SSE_STREAMS: &str = "looopy_sse_streams";
+/// Counter, `reason`: event streams that ended, and why.
+pub const SSE_DISCONNECTS_TOTAL: &str = "looopy_sse_disconnects_total";
+
+const TURN_DURATION: &[f64] = &[
+    0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+];
+const TIME_TO_FIRST_TOKEN: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+const COMMIT: &[f64] = &[
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
+];
+/// Histogram samples wait in lock-free buckets until folded in; fold them at least this
+/// often so a server nobody scrapes does not grow.
+const UPKEEP: Duration = Duration::from_secs(5);
+
+static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+
+/// Installs the Prometheus recorder as the process's `metrics` recorder (once; later
+/// calls return the same handle). `None` when another recorder was installed first.
+pub fn install() -> Option<PrometheusHandle> {
+    HANDLE.get_or_init(build).clone()
+}
+
+fn build() -> Option<PrometheusHandle> {
+    let builder = [
+        (metric::TURN_DURATION_SECONDS, TURN_DURATION),
+        (metric::LLM_TIME_TO_FIRST_TOKEN_SECONDS, TIME_TO_FIRST_TOKEN),
+        ("looopy_event_log_commit_seconds", COMMIT),
+    ]
+    .into_iter()
+    .try_fold(PrometheusBuilder::new(), |builder, (name, buckets)| {
+        builder.set_buckets_for_metric(Matcher::Full(name.to_string()), buckets)
+    });
+    let handle = match builder.and_then(PrometheusBuilder::install_recorder) {
+        Ok(handle) => handle,
+        Err(error) => {
+            tracing::warn!(%error, "metrics recorder not installed; GET /metrics is unavailable");
+            return None;
+        }
+    };
+    describe();
+    let upkeep = handle.clone();
+    let spawned = std::thread::Builder::new()
+        .name("looopy-metrics-upkeep".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(UPKEEP);
+                upkeep.run_upkeep();
+            }
+        });
+    if let Err(error) = spawned {
+        // Rendering folds the samples too; only an unscraped server would grow.
+        tracing::warn!(%error, "metrics upkeep thread not started");
+    }
+    Some(handle)
+}
+
+fn describe() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram};
+    describe_counter!(
+        metric::TURNS_TOTAL,
+        "Runs of turns, by the state they ended in."
+    );
+    describe_histogram!(
+        metric::TURN_DURATION_SECONDS,
+        metrics::Unit::Seconds,
+        "Wall time of one run of a turn (time paused for input not included)."
+    );
+    describe_counter!(
+        "looopy_events_total",
+        "Events committed to the event log, by kind."
+    );
+    describe_histogram!(
+        "looopy_event_log_commit_seconds",
+        metrics::Unit::Seconds,
+        "Time to commit one batch of events to the event log."
+    );
+    describe_histogram!(
+        metric::LLM_TIME_TO_FIRST_TOKEN_SECONDS,
+        metrics::Unit::Seconds,
+        "From sending a model request to its first text, thought or tool call."
+    );
+    describe_counter!(
+        metric::LLM_TOKENS_TOTAL,
+        "Tokens reported by the model provider, by direction (input, output)."
+    );
+    describe_counter!(metric::TOOL_CALLS_TOTAL, "Tool calls, by tool and outcome.");
+    describe_gauge!(SSE_STREAMS, "Event streams open now.");
+    describe_counter!(
+        SSE_DISCONNECTS_TOTAL,
+        "Event streams that ended, by reason."
+    );
+}
+
+/// The `/metrics` route (installing the recorder if nothing has yet).
+pub(crate) fn routes() -> Router<AppState> {
+    let handle = install();
+    Router::new().route(
+        PATH,
+        get(move || {
+            let handle = handle.clone();
+            async move { render(handle.as_ref()) }
+        }),
+    )
+}
+
+fn render(handle: Option<&PrometheusHandle>) -> Response {
+    let Some(handle) = handle else {
+        return ApiError::new(
+            StatusCode::NOT_FOUND,
+            "metrics_unavailable",
+            "another metrics recorder was installed in this process",
+        )
+        .into_response();
+    };
+    handle.run_upkeep();
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        handle.render(),
+    )
+        .into_response()
+}
