@@ -335,7 +335,7 @@ async fn fail_delivers_earlier_events_then_the_error_and_ends() {
     assert!(err.is_retryable());
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn delays_pause_between_chunks_and_steps() {
     let provider: ScriptedProvider = "
 - responses:
@@ -369,7 +369,7 @@ async fn delays_pause_between_chunks_and_steps() {
     assert!(stream.next().await.is_none());
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn dropping_a_paused_stream_is_immediate() {
     let provider = ScriptedProvider::from_responses(vec![
         Response::new().text("a").pause_ms(3_600_000).text("never"),

@@ -169,7 +169,7 @@ mod tests {
         );
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_stalled_body_times_out() {
         let stream = futures::stream::iter([Ok::<_, std::io::Error>(Bytes::from_static(b"{"))])
             .chain(futures::stream::pending());

@@ -337,7 +337,7 @@ mod tests {
         );
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_stream_past_its_lifetime_ends_with_a_comment() {
         use futures::StreamExt;
         // Two frames, then silence forever, as an idle event stream.

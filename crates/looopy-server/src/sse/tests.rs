@@ -73,7 +73,7 @@ async fn the_body_starts_with_retry_coalesces_ready_frames_and_ends_with_its_sou
     assert!(body.next().await.is_none());
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn an_idle_body_sends_keep_alive_comments() {
     let mut body = SseBody::new(
         futures::stream::pending::<Bytes>(),
