@@ -212,18 +212,30 @@ impl AppState {
     /// A run keeps its context claimed until its final events are durable — a moment
     /// after a client may already have seen them (and sent the next message, or the
     /// input just asked for). `Busy` from a run whose task has settled is that moment:
-    /// wait it out instead of answering 409.
+    /// wait for the agent's notification that the run let go of the context
+    /// ([`Agent::run_released`]), then try again, instead of answering 409. Waiting is
+    /// bounded (a run whose storage stalls after its final event must not hold the request
+    /// forever); a run that has not settled is a real conflict, answered at once.
     async fn retry_while_settling<F, Fut>(&self, mut attempt: F) -> Result<TurnHandle, HostError>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<TurnHandle, AgentError>>,
     {
-        const PAUSE: std::time::Duration = std::time::Duration::from_millis(5);
-        const ATTEMPTS: usize = 200; // 1 s at most
-        for _ in 0..ATTEMPTS {
+        /// How long a settled run may take to release its context.
+        const SETTLING: std::time::Duration = std::time::Duration::from_secs(5);
+        /// Settled runs waited for, one after another, before giving up.
+        const ROUNDS: usize = 3;
+        for _ in 0..ROUNDS {
             match attempt().await {
-                Err(AgentError::Busy { task_id, .. }) if self.has_settled(&task_id).await => {
-                    tokio::time::sleep(PAUSE).await;
+                Err(AgentError::Busy {
+                    context_id,
+                    task_id,
+                }) if self.has_settled(&task_id).await => {
+                    let released = self.agent().run_released(&context_id, &task_id);
+                    if tokio::time::timeout(SETTLING, released).await.is_err() {
+                        tracing::warn!(%context_id, %task_id, "a settled run did not release its context in time");
+                        break;
+                    }
                 }
                 other => return other.map_err(HostError::from),
             }
