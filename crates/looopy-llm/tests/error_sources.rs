@@ -47,9 +47,25 @@ fn assert_no_secret(levels: &[&(dyn Error + 'static)]) {
     }
 }
 
-/// A base URL that carries every kind of credential: userinfo and a key in the query.
-fn base_url(address: &str) -> String {
-    format!("http://user:{PASSWORD}@{address}/v1?key={GATEWAY_KEY}")
+/// The error of one call to `address` with a base URL that carries every kind of
+/// credential (userinfo, a key in the query) and an API key.
+async fn failed_call(address: &str) -> LlmError {
+    let base_url = format!("http://user:{PASSWORD}@{address}/v1?key={GATEWAY_KEY}");
+    let config = OpenAiConfig::new(base_url)
+        .api_key(KEY)
+        .model("m")
+        .max_retries(0)
+        .connect_timeout(Duration::from_secs(5));
+    let items = events::collect(OpenAiProvider::new(config).unwrap().stream(request())).await;
+    events::error(&items).unwrap().clone()
+}
+
+/// The first `std::io::Error` of a chain.
+fn io_error<'a>(levels: &[&'a (dyn Error + 'static)]) -> &'a io::Error {
+    levels
+        .iter()
+        .find_map(|level| level.downcast_ref::<io::Error>())
+        .unwrap_or_else(|| panic!("no io::Error in {levels:?}"))
 }
 
 #[tokio::test]
@@ -59,13 +75,7 @@ async fn a_connection_errors_chain_reaches_the_io_error_and_shows_no_key() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.local_addr().unwrap().port()
     };
-    let config = OpenAiConfig::new(base_url(&format!("127.0.0.1:{port}")))
-        .api_key(KEY)
-        .model("m")
-        .max_retries(0)
-        .connect_timeout(Duration::from_secs(5));
-    let items = events::collect(OpenAiProvider::new(config).unwrap().stream(request())).await;
-    let error = events::error(&items).unwrap();
+    let error = &failed_call(&format!("127.0.0.1:{port}")).await;
     assert!(
         matches!(
             error,
@@ -78,11 +88,7 @@ async fn a_connection_errors_chain_reaches_the_io_error_and_shows_no_key() {
     );
     let levels = chain(error);
     assert_no_secret(&levels);
-    let io = levels
-        .iter()
-        .find_map(|level| level.downcast_ref::<io::Error>())
-        .unwrap_or_else(|| panic!("no io::Error in {levels:?}"));
-    assert_eq!(io.kind(), io::ErrorKind::ConnectionRefused);
+    assert_eq!(io_error(&levels).kind(), io::ErrorKind::ConnectionRefused);
     // The message still tells a person the whole story.
     assert!(error.to_string().contains("refused"), "{error}");
 }
@@ -92,12 +98,7 @@ async fn a_broken_streams_chain_keeps_the_transport_error_and_shows_no_key() {
     let cut = Reply::sse("data: {\"choices\":[{\"ind").then(Part::Cut);
     let server = TestServer::start(vec![cut]).await;
     let address = server.url().trim_start_matches("http://").to_string();
-    let config = OpenAiConfig::new(base_url(&address))
-        .api_key(KEY)
-        .model("m")
-        .max_retries(0);
-    let items = events::collect(OpenAiProvider::new(config).unwrap().stream(request())).await;
-    let error = events::error(&items).unwrap();
+    let error = &failed_call(&address).await;
     assert!(
         matches!(
             error,
@@ -111,11 +112,7 @@ async fn a_broken_streams_chain_keeps_the_transport_error_and_shows_no_key() {
     let levels = chain(error);
     assert_no_secret(&levels);
     // reqwest's error, then hyper's, then the io::Error hyper read the body with.
-    let io = levels
-        .iter()
-        .find_map(|level| level.downcast_ref::<io::Error>())
-        .unwrap_or_else(|| panic!("no io::Error in {levels:?}"));
-    assert_eq!(io.kind(), io::ErrorKind::UnexpectedEof);
+    assert_eq!(io_error(&levels).kind(), io::ErrorKind::UnexpectedEof);
     assert!(format!("{levels:?}").contains("hyper::Error"), "{levels:?}");
     // The gateway key did travel where it was configured: in the request's query.
     let sent = &server.requests()[0];

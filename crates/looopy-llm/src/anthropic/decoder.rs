@@ -351,10 +351,8 @@ impl WireDecoder for MessagesDecoder {
 
 #[cfg(test)]
 mod tests {
-    use proptest::prelude::*;
-
     use super::*;
-    use crate::http::testing::{Item, decode_chunks, normalize, split};
+    use crate::http::testing::{Item, decode_normalized, decoder_properties};
 
     const TRANSCRIPTS: &[&str] = &[
         include_str!("../../tests/transcripts/anthropic_text.sse"),
@@ -365,30 +363,10 @@ mod tests {
     ];
 
     fn decode(bytes: &[u8], cuts: &[usize]) -> Vec<Item> {
-        normalize(&decode_chunks(
-            MessagesDecoder::new(&ThoughtTags::Default),
-            split(bytes, cuts),
-        ))
+        decode_normalized(MessagesDecoder::new(&ThoughtTags::Default), bytes, cuts)
     }
 
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(128))]
-
-        #[test]
-        fn any_chunking_gives_the_same_events(
-            which in 0..TRANSCRIPTS.len(),
-            cuts in proptest::collection::vec(any::<usize>(), 0..40),
-        ) {
-            let bytes = TRANSCRIPTS[which].as_bytes();
-            prop_assert_eq!(decode(bytes, &cuts), decode(bytes, &[]));
-        }
-
-        #[test]
-        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
-            let items = decode(&bytes, &[]);
-            prop_assert!(items.iter().filter(|i| i.is_err()).count() <= 1);
-        }
-    }
+    decoder_properties!(TRANSCRIPTS, decode);
 
     #[test]
     fn full_input_in_block_start_is_used_when_no_deltas_follow() {

@@ -18,7 +18,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::http::{
-    HttpCore, HttpSettings, ProviderInfo, ThoughtTags, display_base_url, http_setters,
+    HttpCore, HttpSettings, ProviderInfo, ThoughtTags, display_base_url, provider_config,
 };
 use crate::{ChatRequest, LlmError, LlmStream, Provider};
 use decoder::MessagesDecoder;
@@ -82,39 +82,6 @@ impl AnthropicConfig {
         }
     }
 
-    /// Reads `ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL` and `ANTHROPIC_MODEL` (empty values
-    /// count as unset).
-    pub fn from_env() -> Self {
-        Self::from_lookup(|name| std::env::var(name).ok())
-    }
-
-    /// [`from_env`](Self::from_env) with a custom variable source.
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
-        let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
-        let mut config =
-            Self::new(get("ANTHROPIC_BASE_URL").unwrap_or_else(|| DEFAULT_BASE_URL.to_string()));
-        config.api_key = get("ANTHROPIC_API_KEY");
-        if let Some(model) = get("ANTHROPIC_MODEL") {
-            config.model = model;
-        }
-        config
-    }
-
-    pub fn base_url(mut self, base_url: impl Into<String>) -> Self {
-        self.base_url = base_url.into();
-        self
-    }
-
-    pub fn api_key(mut self, key: impl Into<String>) -> Self {
-        self.api_key = Some(key.into());
-        self
-    }
-
-    pub fn model(mut self, model: impl Into<String>) -> Self {
-        self.model = model.into();
-        self
-    }
-
     pub fn max_tokens(mut self, max_tokens: u32) -> Self {
         self.max_tokens = max_tokens;
         self
@@ -127,7 +94,11 @@ impl AnthropicConfig {
     }
 }
 
-http_setters!(AnthropicConfig);
+provider_config!(
+    AnthropicConfig,
+    prefix = "ANTHROPIC",
+    default_base_url = DEFAULT_BASE_URL
+);
 
 /// Streams the Messages API. One HTTP request per [`Provider::stream`] call, sent when the
 /// stream is first polled and aborted when it is dropped.

@@ -190,11 +190,51 @@ pub(crate) fn failed(error: LlmError) -> crate::LlmStream {
     Box::pin(futures::stream::once(async move { Err(error) }))
 }
 
-/// Builder-style setters shared by provider configs that have `http: HttpSettings` and
-/// `thoughts: ThoughtTags` fields.
-macro_rules! http_setters {
-    ($config:ty) => {
+/// What every HTTP provider's config has in common, written once: `from_env` and
+/// `from_lookup` (`{PREFIX}_API_KEY`, `{PREFIX}_BASE_URL`, `{PREFIX}_MODEL`; empty values
+/// count as unset), the `base_url`/`api_key`/`model` setters, and the setters of the
+/// `http: HttpSettings` and `thoughts: ThoughtTags` fields. The config supplies `new`.
+macro_rules! provider_config {
+    ($config:ty, prefix = $prefix:literal, default_base_url = $default_base_url:expr) => {
         impl $config {
+            #[doc = concat!(
+                        "Reads `", $prefix, "_API_KEY`, `", $prefix, "_BASE_URL` and `", $prefix,
+                        "_MODEL` (empty values count as unset)."
+                    )]
+            pub fn from_env() -> Self {
+                Self::from_lookup(|name| std::env::var(name).ok())
+            }
+
+            /// [`from_env`](Self::from_env) with a custom variable source (tests, config
+            /// files).
+            pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
+                let get = |suffix: &str| {
+                    lookup(&format!("{}_{suffix}", $prefix)).filter(|v| !v.trim().is_empty())
+                };
+                let mut config =
+                    Self::new(get("BASE_URL").unwrap_or_else(|| $default_base_url.to_string()));
+                config.api_key = get("API_KEY");
+                if let Some(model) = get("MODEL") {
+                    config.model = model;
+                }
+                config
+            }
+
+            pub fn base_url(mut self, base_url: impl Into<String>) -> Self {
+                self.base_url = base_url.into();
+                self
+            }
+
+            pub fn api_key(mut self, key: impl Into<String>) -> Self {
+                self.api_key = Some(key.into());
+                self
+            }
+
+            pub fn model(mut self, model: impl Into<String>) -> Self {
+                self.model = model.into();
+                self
+            }
+
             /// Adds a request header sent with every call.
             pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
                 self.http.headers.push((name.into(), value.into()));
@@ -248,7 +288,7 @@ macro_rules! http_setters {
         }
     };
 }
-pub(crate) use http_setters;
+pub(crate) use provider_config;
 
 #[cfg(test)]
 mod tests {
@@ -340,6 +380,44 @@ pub(crate) mod testing {
         }
         items
     }
+
+    /// `bytes` cut at `cuts` and decoded, ids normalised (see [`normalize`]).
+    pub(crate) fn decode_normalized<D: WireDecoder>(
+        decoder: D,
+        bytes: &[u8],
+        cuts: &[usize],
+    ) -> Vec<Item> {
+        normalize(&decode_chunks(decoder, split(bytes, cuts)))
+    }
+
+    /// The properties every decoder has, as proptests over `$transcripts` (`&[&str]`)
+    /// decoded by `$decode(bytes, cuts)`: how the body is cut into chunks changes nothing,
+    /// and arbitrary bytes end in at most one error, never a panic.
+    macro_rules! decoder_properties {
+        ($transcripts:expr, $decode:expr) => {
+            proptest::proptest! {
+                #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+
+                #[test]
+                fn any_chunking_gives_the_same_events(
+                    which in 0..$transcripts.len(),
+                    cuts in proptest::collection::vec(proptest::prelude::any::<usize>(), 0..40),
+                ) {
+                    let bytes = $transcripts[which].as_bytes();
+                    proptest::prop_assert_eq!($decode(bytes, &cuts), $decode(bytes, &[]));
+                }
+
+                #[test]
+                fn arbitrary_bytes_never_panic(
+                    bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..400),
+                ) {
+                    let items = $decode(&bytes, &[]);
+                    proptest::prop_assert!(items.iter().filter(|i| i.is_err()).count() <= 1);
+                }
+            }
+        };
+    }
+    pub(crate) use decoder_properties;
 
     /// `bytes` cut at the given offsets (in any order, duplicates allowed).
     pub(crate) fn split<'a>(bytes: &'a [u8], cuts: &[usize]) -> Vec<&'a [u8]> {

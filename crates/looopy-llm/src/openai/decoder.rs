@@ -189,10 +189,8 @@ impl WireDecoder for ChatCompletionsDecoder {
 
 #[cfg(test)]
 mod tests {
-    use proptest::prelude::*;
-
     use super::*;
-    use crate::http::testing::{decode_chunks, normalize, split};
+    use crate::http::testing::{Item, decode_normalized, decoder_properties};
 
     const TRANSCRIPTS: &[&str] = &[
         include_str!("../../tests/transcripts/openai_text.sse"),
@@ -209,31 +207,15 @@ mod tests {
         include_str!("../../tests/transcripts/openai_crlf_no_done.sse"),
     ];
 
-    fn decode(bytes: &[u8], cuts: &[usize]) -> Vec<crate::http::testing::Item> {
-        normalize(&decode_chunks(
+    fn decode(bytes: &[u8], cuts: &[usize]) -> Vec<Item> {
+        decode_normalized(
             ChatCompletionsDecoder::new(&ThoughtTags::Default),
-            split(bytes, cuts),
-        ))
+            bytes,
+            cuts,
+        )
     }
 
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(128))]
-
-        #[test]
-        fn any_chunking_gives_the_same_events(
-            which in 0..TRANSCRIPTS.len(),
-            cuts in proptest::collection::vec(any::<usize>(), 0..40),
-        ) {
-            let bytes = TRANSCRIPTS[which].as_bytes();
-            prop_assert_eq!(decode(bytes, &cuts), decode(bytes, &[]));
-        }
-
-        #[test]
-        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
-            let items = decode(&bytes, &[]);
-            prop_assert!(items.iter().filter(|i| i.is_err()).count() <= 1);
-        }
-    }
+    decoder_properties!(TRANSCRIPTS, decode);
 
     #[test]
     fn usage_without_a_total_is_summed() {

@@ -23,7 +23,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::http::{
-    HttpCore, HttpSettings, ProviderInfo, ThoughtTags, display_base_url, http_setters,
+    HttpCore, HttpSettings, ProviderInfo, ThoughtTags, display_base_url, provider_config,
 };
 use crate::{ChatRequest, LlmError, LlmStream, Provider};
 use decoder::ChatCompletionsDecoder;
@@ -74,42 +74,13 @@ impl OpenAiConfig {
             thoughts: ThoughtTags::Default,
         }
     }
-
-    /// Reads `OPENAI_API_KEY`, `OPENAI_BASE_URL` and `OPENAI_MODEL` (empty values count
-    /// as unset).
-    pub fn from_env() -> Self {
-        Self::from_lookup(|name| std::env::var(name).ok())
-    }
-
-    /// [`from_env`](Self::from_env) with a custom variable source (tests, config files).
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
-        let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
-        let mut config =
-            Self::new(get("OPENAI_BASE_URL").unwrap_or_else(|| DEFAULT_BASE_URL.to_string()));
-        config.api_key = get("OPENAI_API_KEY");
-        if let Some(model) = get("OPENAI_MODEL") {
-            config.model = model;
-        }
-        config
-    }
-
-    pub fn base_url(mut self, base_url: impl Into<String>) -> Self {
-        self.base_url = base_url.into();
-        self
-    }
-
-    pub fn api_key(mut self, key: impl Into<String>) -> Self {
-        self.api_key = Some(key.into());
-        self
-    }
-
-    pub fn model(mut self, model: impl Into<String>) -> Self {
-        self.model = model.into();
-        self
-    }
 }
 
-http_setters!(OpenAiConfig);
+provider_config!(
+    OpenAiConfig,
+    prefix = "OPENAI",
+    default_base_url = DEFAULT_BASE_URL
+);
 
 /// Streams Chat Completions. One HTTP request per [`Provider::stream`] call, sent when the
 /// stream is first polled and aborted when it is dropped.
