@@ -140,6 +140,38 @@ fn push_into_extends_an_undrained_delta_in_place() {
 }
 
 #[test]
+fn a_written_out_delta_left_in_place_is_reused() {
+    let mut parser = WireParser::new();
+    let mut out = Vec::new();
+    parser.push_into("<think>first", &mut out);
+    // The consumer wrote the events out; it leaves the last delta, emptied, for reuse.
+    let clear = |out: &mut Vec<WireEvent>| {
+        let keep = out.pop().map(|mut last| {
+            if let WireEvent::Think { content, .. } | WireEvent::Respond { content, .. } = &mut last
+            {
+                content.clear();
+            }
+            last
+        });
+        out.clear();
+        out.extend(keep);
+    };
+    clear(&mut out);
+    parser.push_into(" second", &mut out);
+    assert_eq!(out, [think(" second")]);
+    clear(&mut out);
+    parser.push_into("</think>bare<think>third", &mut out);
+    assert_eq!(out, [think(""), respond("bare"), think("third")]);
+    clear(&mut out);
+    parser.push_into(" fourth", &mut out);
+    assert_eq!(
+        out,
+        [think(" fourth")],
+        "reused again after a push of several events"
+    );
+}
+
+#[test]
 fn something_that_is_not_a_marker_is_released_as_text() {
     assert_eq!(
         parse_all_ways("<respond>a </respx</respond>"),

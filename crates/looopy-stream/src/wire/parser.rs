@@ -385,9 +385,9 @@ impl Sink for EventSink<'_> {
 #[derive(Debug)]
 pub struct WireParser {
     machine: Machine,
-    /// Length of the caller's `out` after the last push, when that push ended with a delta
-    /// of a block that is still open (so the next push may extend it in place).
-    open_tail: Option<usize>,
+    /// The last push ended with a delta of a block that is still open, so the next push may
+    /// extend the delta at the end of the caller's `out` in place.
+    open_tail: bool,
 }
 
 impl Default for WireParser {
@@ -400,7 +400,7 @@ impl WireParser {
     pub fn new() -> Self {
         Self {
             machine: Machine::new(true),
-            open_tail: None,
+            open_tail: false,
         }
     }
 
@@ -413,23 +413,37 @@ impl WireParser {
 
     /// Feeds a text delta, appending the events it produced to `out`.
     ///
-    /// If `out` still ends with the think/respond delta this parser appended in the previous
-    /// call (same length, block still open), new text of that block extends it in place
-    /// instead of adding an event: a consumer that drains `out` only now and then gets fewer,
-    /// larger deltas and far fewer allocations. Draining `out` after every call yields one
-    /// event per block per call.
+    /// If the previous call ended inside a think/respond block that is still open and `out`
+    /// still ends with a delta of that kind (normally the one this parser appended), new text
+    /// of the block extends that delta in place instead of adding an event. So a consumer
+    /// that drains `out` only now and then gets fewer, larger deltas and far fewer
+    /// allocations; one that drains it after every call gets one event per block per call;
+    /// and one that has written the events out may leave the last delta in `out` with its
+    /// text cleared, so the next call reuses its buffer.
     pub fn push_into(&mut self, chunk: &str, out: &mut Vec<WireEvent>) {
-        let open = self.open_tail == Some(out.len());
+        let open = self.open_tail
+            && matches!(
+                out.last(),
+                Some(
+                    WireEvent::Think {
+                        truncated: false,
+                        ..
+                    } | WireEvent::Respond {
+                        truncated: false,
+                        ..
+                    }
+                )
+            );
         let mut sink = EventSink { out, open };
         self.machine.feed(chunk, &mut sink);
-        self.open_tail = sink.open.then_some(sink.out.len());
+        self.open_tail = sink.open;
     }
 
     /// Ends the generation: releases a held partial marker as text, flags a block left open
     /// as `truncated`, parses an unclosed `<execute>` body if it is a valid batch (a stop
     /// sequence may have cut `</execute>`), and resets the parser for the next generation.
     pub fn finish(&mut self) -> Vec<WireEvent> {
-        self.open_tail = None;
+        self.open_tail = false;
         let mut out = Vec::new();
         let mut sink = EventSink {
             out: &mut out,
