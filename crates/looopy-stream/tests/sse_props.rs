@@ -2,6 +2,7 @@
 //! encoded; arbitrary bytes decode identically however they are chunked and never panic.
 
 use looopy_stream::sse::{SseDecoder, SseEvent};
+use looopy_testkit::chunks::cut_bytes as chunk_at;
 use proptest::prelude::*;
 
 /// One event as a server would write it, plus the noise a stream may carry.
@@ -114,26 +115,14 @@ fn encode(
     (out.into_bytes(), expected, last_id, retry)
 }
 
-/// Splits `input` at the given (sorted, deduplicated, in-range) cut points.
-fn chunk_at(input: &[u8], cuts: &[usize]) -> Vec<Vec<u8>> {
-    let mut points: Vec<usize> = cuts.iter().map(|c| c % (input.len() + 1)).collect();
-    points.sort_unstable();
-    points.dedup();
-    let mut chunks = Vec::new();
-    let mut start = 0;
-    for point in points {
-        chunks.push(input[start..point].to_vec());
-        start = point;
-    }
-    chunks.push(input[start..].to_vec());
-    chunks
-}
-
-fn decode(chunks: &[Vec<u8>], max_line: usize) -> (Vec<SseEvent>, String, Option<u64>, usize) {
+fn decode<C: AsRef<[u8]>>(
+    chunks: &[C],
+    max_line: usize,
+) -> (Vec<SseEvent>, String, Option<u64>, usize) {
     let mut decoder = SseDecoder::with_max_line_len(max_line);
     let mut events = Vec::new();
     for chunk in chunks {
-        decoder.push_into(chunk, &mut events);
+        decoder.push_into(chunk.as_ref(), &mut events);
     }
     events.extend(decoder.finish());
     let errors = decoder.take_errors().len();

@@ -9,6 +9,12 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 use thought_support::*;
 
+/// Cuts `input` at the char boundaries at or before the chosen points.
+fn cut<'a>(input: &'a str, points: &[Index]) -> Vec<&'a str> {
+    let at: Vec<usize> = points.iter().map(|p| p.index(input.len() + 1)).collect();
+    looopy_testkit::chunks::cut_str(input, &at)
+}
+
 /// Fragments that, glued at random, hit every state: names and their prefixes, attribute
 /// syntax, quotes, entities, whitespace, multi-byte chars.
 const FRAGMENTS: &[&str] = &[
@@ -58,29 +64,6 @@ const FRAGMENTS: &[&str] = &[
 
 fn random_input() -> impl Strategy<Value = String> {
     prop::collection::vec(prop::sample::select(FRAGMENTS), 0..80).prop_map(|f| f.concat())
-}
-
-/// Cuts `input` at the char boundaries nearest to the chosen points.
-fn cut<'a>(input: &'a str, points: &[Index]) -> Vec<&'a str> {
-    let mut at: Vec<usize> = points
-        .iter()
-        .map(|p| {
-            let mut i = p.index(input.len() + 1);
-            while !input.is_char_boundary(i) {
-                i -= 1;
-            }
-            i
-        })
-        .collect();
-    at.sort_unstable();
-    at.dedup();
-    let mut pieces = Vec::new();
-    let mut prev = 0;
-    for i in at.into_iter().chain([input.len()]) {
-        pieces.push(&input[prev..i]);
-        prev = i;
-    }
-    pieces
 }
 
 fn configs() -> [ThoughtConfig; 2] {

@@ -6,6 +6,7 @@
 //! they are just text.
 
 use looopy_stream::wire::{WireEvent, WireParser};
+use looopy_testkit::chunks::cut_str as chunk_at;
 use proptest::prelude::*;
 
 /// Text that can never complete a marker on its own or glued to its neighbours: the only
@@ -109,30 +110,6 @@ fn ending() -> impl Strategy<Value = Piece> {
             content: None,
         }),
     ]
-}
-
-/// Cuts `input` at the given points, moved down to char boundaries.
-fn chunk_at<'a>(input: &'a str, cuts: &[usize]) -> Vec<&'a str> {
-    let mut points: Vec<usize> = cuts
-        .iter()
-        .map(|cut| {
-            let mut point = cut % (input.len() + 1);
-            while !input.is_char_boundary(point) {
-                point -= 1;
-            }
-            point
-        })
-        .collect();
-    points.sort_unstable();
-    points.dedup();
-    let mut chunks = Vec::new();
-    let mut start = 0;
-    for point in points {
-        chunks.push(&input[start..point]);
-        start = point;
-    }
-    chunks.push(&input[start..]);
-    chunks
 }
 
 /// The content the parser produced, as (kind, text) runs with adjacent same-kind runs joined.

@@ -47,16 +47,11 @@ fn parse_chunks<'a>(chunks: impl IntoIterator<Item = &'a str>) -> (Vec<WireEvent
 fn parse_all_ways(input: &str) -> Vec<WireEvent> {
     let (whole, stopped) = parse_chunks([input]);
     let whole = merge(whole);
-    for (split, _) in input.char_indices().skip(1) {
-        let (head, tail) = input.split_at(split);
-        let (events, s) = parse_chunks([head, tail]);
-        assert_eq!(merge(events), whole, "split at {split} of {input:?}");
-        assert_eq!(s, stopped);
+    for (how, chunks) in looopy_testkit::chunks::chunkings(input) {
+        let (events, s) = parse_chunks(chunks);
+        assert_eq!(merge(events), whole, "{how} of {input:?}");
+        assert_eq!(s, stopped, "{how} of {input:?}");
     }
-    let chars: Vec<String> = input.chars().map(String::from).collect();
-    let (events, s) = parse_chunks(chars.iter().map(String::as_str));
-    assert_eq!(merge(events), whole, "char by char: {input:?}");
-    assert_eq!(s, stopped);
     whole
 }
 

@@ -3,6 +3,7 @@
 //! events they encode; arbitrary strings never panic.
 
 use looopy_stream::wire::{WireCall, WireEvent, WireParser};
+use looopy_testkit::chunks::cut_str as chunk_at;
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 
@@ -31,30 +32,6 @@ fn merge(events: Vec<WireEvent>) -> Vec<WireEvent> {
         }
     }
     merged
-}
-
-/// Cuts `input` at the given points, moved down to char boundaries.
-fn chunk_at<'a>(input: &'a str, cuts: &[usize]) -> Vec<&'a str> {
-    let mut points: Vec<usize> = cuts
-        .iter()
-        .map(|cut| {
-            let mut point = cut % (input.len() + 1);
-            while !input.is_char_boundary(point) {
-                point -= 1;
-            }
-            point
-        })
-        .collect();
-    points.sort_unstable();
-    points.dedup();
-    let mut chunks = Vec::new();
-    let mut start = 0;
-    for point in points {
-        chunks.push(&input[start..point]);
-        start = point;
-    }
-    chunks.push(&input[start..]);
-    chunks
 }
 
 fn parse(chunks: &[&str]) -> (Vec<WireEvent>, bool) {

@@ -38,39 +38,17 @@ pub fn merge(events: Vec<SplitEvent>) -> Vec<SplitEvent> {
     merged
 }
 
-/// `s` cut into pieces of at most `max` bytes, each ending on a char boundary (a piece is
-/// longer only when one char is).
-pub fn char_chunks(s: &str, max: usize) -> Vec<&str> {
-    let mut pieces = Vec::new();
-    let mut start = 0;
-    while start < s.len() {
-        let mut end = (start + max).min(s.len());
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        if end == start {
-            end = start + s[start..].chars().next().map_or(1, char::len_utf8);
-        }
-        pieces.push(&s[start..end]);
-        start = end;
-    }
-    pieces
-}
+#[allow(unused_imports)] // not every suite that includes this module cuts by size
+pub use looopy_testkit::chunks::char_chunks;
 
 /// Every way the brief asks to feed an input: whole, split in two at every char boundary,
-/// and one char at a time. Returns (description, merged events) for each.
+/// and one char at a time (`looopy_testkit::chunks::chunkings`). Returns (description,
+/// merged events) for each.
 pub fn all_chunkings(config: &ThoughtConfig, input: &str) -> Vec<(String, Vec<SplitEvent>)> {
-    let mut runs = vec![("whole".to_owned(), merge(split_chunks(config, [input])))];
-    for (at, _) in input.char_indices().skip(1) {
-        let events = split_chunks(config, [&input[..at], &input[at..]]);
-        runs.push((format!("split at byte {at}"), merge(events)));
-    }
-    let chars: Vec<String> = input.chars().map(String::from).collect();
-    runs.push((
-        "1-char chunks".to_owned(),
-        merge(split_chunks(config, chars.iter().map(String::as_str))),
-    ));
-    runs
+    looopy_testkit::chunks::chunkings(input)
+        .into_iter()
+        .map(|(how, chunks)| (how, merge(split_chunks(config, chunks))))
+        .collect()
 }
 
 /// Asserts that every chunking of `input` gives `expected` (merged).

@@ -1,0 +1,22 @@
+//! What Looopy's test suites share, in one dev-only crate instead of a copy per suite:
+//!
+//! * [`chunks`] — any chunking of an input, for the parsers' property tests (always on);
+//! * `wait` — bounded waits, so a bug fails a test instead of hanging it (feature `wait`);
+//! * `redact` — event normalisers for insta snapshots (feature `redact`);
+//! * `sse` — an SSE client that decodes a response with the WHATWG decoder (feature `sse`);
+//! * `server` — a real server on a loopback socket with a real SQLite store and the scripted
+//!   model (feature `server`).
+//!
+//! Each part is behind a feature so a parser's tests do not build the server. Integration
+//! tests only: a crate's unit tests would see a second copy of the crate's own types.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+pub mod chunks;
+#[cfg(feature = "redact")]
+pub mod redact;
+#[cfg(feature = "server")]
+pub mod server;
+#[cfg(feature = "sse")]
+pub mod sse;
+#[cfg(feature = "wait")]
+pub mod wait;
