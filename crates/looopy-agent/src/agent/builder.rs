@@ -9,7 +9,7 @@ use looopy_store::Store;
 use super::Agent;
 use crate::AgentError;
 use crate::config::AgentConfig;
-use crate::tool::{IntoDynTool, ToolRegistry};
+use crate::tool::{DynTool, IntoDynTool, SchemaError, ToolRegistry};
 
 /// Builds an [`Agent`]; start with [`Agent::builder`].
 ///
@@ -23,6 +23,8 @@ pub struct AgentBuilder {
     store: Option<Store>,
     tools: ToolRegistry,
     config: Option<AgentConfig>,
+    /// The first hand-written tool refused for its schema: reported by `build`.
+    tool_error: Option<SchemaError>,
 }
 
 impl std::fmt::Debug for AgentBuilder {
@@ -32,6 +34,7 @@ impl std::fmt::Debug for AgentBuilder {
             .field("store", &self.store)
             .field("tools", &self.tools)
             .field("config", &self.config)
+            .field("tool_error", &self.tool_error)
             .finish()
     }
 }
@@ -55,14 +58,14 @@ impl AgentBuilder {
     }
 
     /// Adds a tool: a typed [`Tool`](crate::tool::Tool), a [`tool_fn`](crate::tool::tool_fn)
-    /// closure, a `#[tool]` function's struct, or an `Arc<dyn DynTool>`. A tool with the
-    /// name of an earlier one replaces it.
+    /// closure, or a `#[tool]` function's struct. A tool with the name of an earlier one
+    /// replaces it.
     pub fn tool(mut self, tool: impl IntoDynTool) -> Self {
         self.tools.add_tool(tool);
         self
     }
 
-    /// Adds several tools of one kind (e.g. a `Vec<Arc<dyn DynTool>>`).
+    /// Adds several tools of one kind.
     pub fn tools<T: IntoDynTool>(mut self, tools: impl IntoIterator<Item = T>) -> Self {
         for tool in tools {
             self.tools.add_tool(tool);
@@ -70,11 +73,18 @@ impl AgentBuilder {
         self
     }
 
+    /// Adds a hand-written tool (a schema known only at run time). A schema that does not
+    /// compile makes [`build`](Self::build) fail with `Config`, naming the tool.
+    pub fn dyn_tool(mut self, tool: Arc<dyn DynTool>) -> Self {
+        if let Err(error) = self.tools.try_add_dyn(tool) {
+            self.tool_error.get_or_insert(error);
+        }
+        self
+    }
+
     /// Adds the built-in tools (`calculator`, `current_time`, `ask_user`).
     pub fn builtin_tools(mut self) -> Self {
-        for tool in ToolRegistry::builtin().entries() {
-            self.tools.add_dyn(tool);
-        }
+        self.tools.merge(ToolRegistry::builtin());
         self
     }
 
@@ -90,9 +100,13 @@ impl AgentBuilder {
         self
     }
 
-    /// The agent. Errors: `Config` when no provider was given, `Store` when the default
+    /// The agent. Errors: `Config` when no provider was given or a
+    /// [`dyn_tool`](Self::dyn_tool)'s schema does not compile, `Store` when the default
     /// in-memory store cannot be created.
     pub fn build(self) -> Result<Agent, AgentError> {
+        if let Some(error) = self.tool_error {
+            return Err(AgentError::Config(error.to_string()));
+        }
         let provider = self.provider.ok_or_else(|| {
             AgentError::Config("an agent needs a provider: call .provider(p)".into())
         })?;

@@ -206,7 +206,9 @@ impl Agent {
             });
         }
         if let Some(schema) = &pending.input.request.schema {
+            // A schema that does not compile is the tool's bug, not the caller's.
             ArgumentValidator::new(schema)
+                .map_err(|error| AgentError::Internal(format!("the input request's {error}")))?
                 .validate(&value)
                 .map_err(AgentError::InvalidInput)?;
         }

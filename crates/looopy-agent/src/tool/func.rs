@@ -107,12 +107,25 @@ where
     }
 }
 
-/// Anything that can be registered as a tool: a typed [`Tool`], a [`tool_fn`] closure tool,
-/// a tool made by `#[looopy_agent::tool]`, or an already type-erased `Arc<dyn DynTool>`.
-pub trait IntoDynTool {
+/// A tool whose argument schema is generated from its Rust types, so it always compiles:
+/// a typed [`Tool`], a [`tool_fn`] closure tool, or a tool made by `#[looopy_agent::tool]`.
+/// (A hand-written [`DynTool`] is registered with
+/// [`ToolRegistry::try_add_dyn`](super::ToolRegistry::try_add_dyn), which checks its schema.)
+///
+/// Sealed: implemented only for the kinds above, which is what lets registering them be
+/// infallible.
+pub trait IntoDynTool: sealed::Sealed {
     /// The type-erased tool.
     fn into_dyn_tool(self) -> Arc<dyn DynTool>;
 }
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+impl<T: Tool> sealed::Sealed for T {}
+
+impl<A, F> sealed::Sealed for FnTool<A, F> {}
 
 impl<T: Tool> IntoDynTool for T {
     fn into_dyn_tool(self) -> Arc<dyn DynTool> {
@@ -130,12 +143,6 @@ where
 {
     fn into_dyn_tool(self) -> Arc<dyn DynTool> {
         Arc::new(self)
-    }
-}
-
-impl IntoDynTool for Arc<dyn DynTool> {
-    fn into_dyn_tool(self) -> Arc<dyn DynTool> {
-        self
     }
 }
 

@@ -4,6 +4,11 @@
 //! JsonSchema` type, so the JSON Schema the model sees and the validation the agent applies
 //! come from the same definition. The agent works with tools through the object-safe
 //! [`DynTool`] form, kept by name in a [`ToolRegistry`].
+//!
+//! A tool whose schema is known only at run time implements [`DynTool`] by hand; its
+//! schema is compiled when it is registered ([`ToolRegistry::try_add_dyn`],
+//! `AgentBuilder::dyn_tool`), and one that does not compile is a [`SchemaError`] there,
+//! never a validator that lets every argument through.
 
 mod builtin;
 mod context;
@@ -25,7 +30,7 @@ pub use context::{InputRequest, ProgressSink, ToolContext};
 pub use dynamic::{DynTool, ToolFuture};
 pub use func::{FnTool, IntoDynTool, tool_fn};
 pub use registry::ToolRegistry;
-pub use schema::{ArgumentValidator, schema_for_args};
+pub use schema::{ArgumentValidator, SchemaError, schema_for_args};
 
 /// A tool the model can call, shaped like rig's `Tool`: typed arguments, typed output, and
 /// an error that is shown to the model as the call's (error) result.

@@ -1,12 +1,14 @@
 //! The set of tools an agent offers, by name, with their compiled argument validators.
+//! A tool is registered only with a schema that compiles.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use looopy_llm::ToolDefinition;
 
-use super::dynamic::TypedTool;
-use super::{ArgumentValidator, AskUser, Calculator, CurrentTime, DynTool, IntoDynTool, Tool};
+use super::{
+    ArgumentValidator, AskUser, Calculator, CurrentTime, DynTool, IntoDynTool, SchemaError, Tool,
+};
 
 /// One registered tool: the tool and its compiled argument schema.
 #[derive(Clone)]
@@ -39,9 +41,10 @@ impl ToolRegistry {
         Self::new().with(Calculator).with(CurrentTime).with(AskUser)
     }
 
-    /// Adds a typed tool, replacing any tool of the same name.
+    /// Adds a typed tool, replacing any tool of the same name. Its schema comes from
+    /// schemars, which always compiles.
     pub fn add<T: Tool>(&mut self, tool: T) -> &mut Self {
-        self.add_dyn(Arc::new(TypedTool::new(tool)))
+        self.add_tool(tool)
     }
 
     /// Adds a typed tool (builder style).
@@ -50,23 +53,54 @@ impl ToolRegistry {
         self
     }
 
-    /// Adds any kind of tool (typed, [`tool_fn`](super::tool_fn), `#[tool]`, or type-erased),
-    /// replacing any tool of the same name.
+    /// Adds a tool whose schema is generated (typed, [`tool_fn`](super::tool_fn),
+    /// `#[tool]`), replacing any tool of the same name. A hand-written
+    /// [`DynTool`] goes through [`try_add_dyn`](Self::try_add_dyn) instead.
     pub fn add_tool(&mut self, tool: impl IntoDynTool) -> &mut Self {
-        self.add_dyn(tool.into_dyn_tool())
+        let tool = tool.into_dyn_tool();
+        if let Err(error) = self.try_add_dyn(tool) {
+            // Not reachable with schemars' output, which is what every `IntoDynTool`
+            // carries; if it ever happens the tool stays out rather than unchecked.
+            tracing::error!(%error, "generated tool schema does not compile; tool not registered");
+        }
+        self
     }
 
-    /// Adds any kind of tool (builder style).
+    /// Adds a tool whose schema is generated (builder style).
     pub fn with_tool(mut self, tool: impl IntoDynTool) -> Self {
         self.add_tool(tool);
         self
     }
 
-    /// Adds a type-erased tool, replacing any tool of the same name.
-    pub fn add_dyn(&mut self, tool: Arc<dyn DynTool>) -> &mut Self {
-        let validator = Arc::new(ArgumentValidator::new(&tool.parameters()));
-        let name = tool.name().to_string();
-        let entry = RegisteredTool { tool, validator };
+    /// Adds a type-erased tool, replacing any tool of the same name, once its argument
+    /// schema compiles. A schema that does not is refused here, so a broken tool is found
+    /// when the agent is assembled, not by the model's first call.
+    pub fn try_add_dyn(&mut self, tool: Arc<dyn DynTool>) -> Result<&mut Self, SchemaError> {
+        let validator = ArgumentValidator::new(&tool.parameters())
+            .map_err(|error| error.for_tool(tool.name()))?;
+        self.insert(RegisteredTool {
+            tool,
+            validator: Arc::new(validator),
+        });
+        Ok(self)
+    }
+
+    /// Adds a type-erased tool (builder style); see [`try_add_dyn`](Self::try_add_dyn).
+    pub fn try_with_dyn(mut self, tool: Arc<dyn DynTool>) -> Result<Self, SchemaError> {
+        self.try_add_dyn(tool)?;
+        Ok(self)
+    }
+
+    /// Adds every tool of `other` (already checked), replacing tools of the same names.
+    pub fn merge(&mut self, other: ToolRegistry) -> &mut Self {
+        for entry in other.tools {
+            self.insert(entry);
+        }
+        self
+    }
+
+    fn insert(&mut self, entry: RegisteredTool) {
+        let name = entry.tool.name().to_string();
         match self.by_name.get(&name) {
             Some(&i) => self.tools[i] = entry,
             None => {
@@ -74,7 +108,6 @@ impl ToolRegistry {
                 self.tools.push(entry);
             }
         }
-        self
     }
 
     /// The registered tools, in order, type-erased.
@@ -168,7 +201,7 @@ mod tests {
     #[tokio::test]
     async fn dynamic_tools_are_validated_and_called() {
         let mut reg = ToolRegistry::new();
-        reg.add_dyn(Arc::new(Upper));
+        reg.try_add_dyn(Arc::new(Upper)).unwrap();
         let entry = reg.entry("upper").unwrap();
         assert!(entry.validator.validate(&serde_json::json!({})).is_err());
         assert!(
@@ -224,5 +257,64 @@ mod tests {
         let mut reg = ToolRegistry::new();
         reg.add(Calculator).add(Calculator);
         assert_eq!(reg.len(), 1);
+    }
+
+    /// A hand-written tool whose schema is not a valid JSON Schema.
+    struct Broken;
+
+    impl DynTool for Broken {
+        fn name(&self) -> &str {
+            "broken"
+        }
+        fn description(&self) -> String {
+            "Has a schema with a typo.".into()
+        }
+        fn parameters(&self) -> serde_json::Value {
+            serde_json::json!({
+                "type": "object",
+                "properties": {"text": {"type": "strng"}}
+            })
+        }
+        fn call_json<'a>(
+            &'a self,
+            _args: serde_json::Value,
+            _ctx: crate::tool::ToolContext,
+        ) -> crate::tool::ToolFuture<'a> {
+            Box::pin(async { Ok(serde_json::Value::Null) })
+        }
+    }
+
+    #[test]
+    fn a_tool_whose_schema_does_not_compile_is_refused_at_registration() {
+        let mut reg = ToolRegistry::builtin();
+        let error = reg.try_add_dyn(Arc::new(Broken)).err().unwrap();
+        assert_eq!(error.tool(), Some("broken"));
+        assert!(error.reason().contains("strng"), "{error}");
+        assert!(
+            error
+                .to_string()
+                .starts_with("tool \"broken\": its argument schema is not a valid JSON Schema"),
+            "{error}"
+        );
+        // Not registered, and nothing else changed.
+        assert!(reg.get("broken").is_none());
+        assert_eq!(reg.len(), 3);
+        assert!(ToolRegistry::new().try_with_dyn(Arc::new(Broken)).is_err());
+        // A tool with a good schema is accepted the same way.
+        let reg = ToolRegistry::new().try_with_dyn(Arc::new(Upper)).unwrap();
+        assert_eq!(reg.names().collect::<Vec<_>>(), ["upper"]);
+    }
+
+    #[test]
+    fn merging_keeps_order_and_replaces_by_name() {
+        let mut reg = ToolRegistry::new().try_with_dyn(Arc::new(Upper)).unwrap();
+        reg.add(Calculator);
+        reg.merge(ToolRegistry::builtin());
+        assert_eq!(
+            reg.names().collect::<Vec<_>>(),
+            ["upper", "calculator", "current_time", "ask_user"]
+        );
+        let entry = reg.entry("calculator").unwrap();
+        assert!(entry.validator.validate(&serde_json::json!({})).is_err());
     }
 }

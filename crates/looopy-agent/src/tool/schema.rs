@@ -1,5 +1,7 @@
-//! Argument schemas: generated from the Rust type with schemars, and checked with the
-//! jsonschema crate before a tool runs, so the model gets a precise error it can fix.
+//! Argument schemas: generated from the Rust type with schemars, compiled with the
+//! jsonschema crate when a tool is registered (a hand-written schema that does not compile
+//! is refused there), and checked before a tool runs, so the model gets a precise error it
+//! can fix.
 
 use schemars::JsonSchema;
 use schemars::generate::SchemaSettings;
@@ -25,18 +27,54 @@ pub fn schema_for_args<T: JsonSchema>() -> Value {
     schema
 }
 
-/// A compiled argument schema. A schema that does not compile (only possible for
-/// hand-written [`DynTool`](super::DynTool) schemas) validates nothing; the tool's own
-/// deserialization still rejects bad arguments.
+/// A JSON Schema that does not compile. Only hand-written schemas can be broken — a
+/// [`DynTool`](super::DynTool)'s parameters, an input request's schema — because schemars
+/// always generates valid ones. A broken schema is refused where it is given (a tool at
+/// registration, see [`ToolRegistry::try_add_dyn`](super::ToolRegistry::try_add_dyn)),
+/// never turned into a validator that accepts everything.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", self.describe())]
+pub struct SchemaError {
+    tool: Option<String>,
+    reason: String,
+}
+
+impl SchemaError {
+    /// The tool whose argument schema this is, when it is one.
+    pub fn tool(&self) -> Option<&str> {
+        self.tool.as_deref()
+    }
+
+    /// What the JSON Schema compiler said.
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+
+    /// The same error, attributed to the tool `name`.
+    pub(crate) fn for_tool(mut self, name: &str) -> Self {
+        self.tool = Some(name.to_string());
+        self
+    }
+
+    fn describe(&self) -> String {
+        match &self.tool {
+            Some(tool) => format!(
+                "tool {tool:?}: its argument schema is not a valid JSON Schema: {}",
+                self.reason
+            ),
+            None => format!("not a valid JSON Schema: {}", self.reason),
+        }
+    }
+}
+
+/// A compiled argument schema: checks arguments before a tool runs.
 pub struct ArgumentValidator {
-    validator: Option<jsonschema::Validator>,
+    validator: jsonschema::Validator,
 }
 
 impl std::fmt::Debug for ArgumentValidator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ArgumentValidator")
-            .field("compiled", &self.validator.is_some())
-            .finish()
+        f.debug_struct("ArgumentValidator").finish_non_exhaustive()
     }
 }
 
@@ -44,24 +82,19 @@ impl std::fmt::Debug for ArgumentValidator {
 const MAX_REPORTED_ERRORS: usize = 5;
 
 impl ArgumentValidator {
-    /// Compiles `schema`.
-    pub fn new(schema: &Value) -> Self {
-        let validator = match jsonschema::validator_for(schema) {
-            Ok(v) => Some(v),
-            Err(error) => {
-                tracing::warn!(%error, "tool schema does not compile; arguments not validated");
-                None
-            }
-        };
-        Self { validator }
+    /// Compiles `schema`; an invalid JSON Schema (`{"type": 12}`) is an error.
+    pub fn new(schema: &Value) -> Result<Self, SchemaError> {
+        let validator = jsonschema::validator_for(schema).map_err(|error| SchemaError {
+            tool: None,
+            reason: error.to_string(),
+        })?;
+        Ok(Self { validator })
     }
 
     /// `Ok` when `args` satisfies the schema; otherwise a readable list of what is wrong,
     /// e.g. `"expression" is a required property`.
     pub fn validate(&self, args: &Value) -> Result<(), String> {
-        let Some(validator) = &self.validator else {
-            return Ok(());
-        };
+        let validator = &self.validator;
         let mut problems = Vec::new();
         let mut total = 0usize;
         for error in validator.iter_errors(args) {
@@ -118,7 +151,7 @@ mod tests {
 
     #[test]
     fn validation_explains_what_is_wrong() {
-        let v = ArgumentValidator::new(&schema_for_args::<Args>());
+        let v = ArgumentValidator::new(&schema_for_args::<Args>()).unwrap();
         assert!(v.validate(&json!({"query": "x"})).is_ok());
         assert!(v.validate(&json!({"query": "x", "limit": 3})).is_ok());
         let missing = v.validate(&json!({})).unwrap_err();
@@ -132,8 +165,22 @@ mod tests {
     }
 
     #[test]
-    fn a_broken_schema_validates_nothing() {
-        let v = ArgumentValidator::new(&json!({"type": 12}));
-        assert!(v.validate(&json!({"anything": true})).is_ok());
+    fn a_broken_schema_is_an_error_not_a_validator() {
+        for broken in [
+            json!({"type": 12}),
+            json!({"type": "object", "properties": {"a": {"type": "no-such-type"}}}),
+            json!({"type": "object", "required": "a"}),
+        ] {
+            let error = ArgumentValidator::new(&broken).unwrap_err();
+            assert_eq!(error.tool(), None);
+            assert!(!error.reason().is_empty());
+            assert!(
+                error.to_string().starts_with("not a valid JSON Schema: "),
+                "{error}"
+            );
+            let named = error.for_tool("upper");
+            assert_eq!(named.tool(), Some("upper"));
+            assert!(named.to_string().starts_with("tool \"upper\": "), "{named}");
+        }
     }
 }
