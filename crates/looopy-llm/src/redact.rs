@@ -16,6 +16,10 @@
 //!   keys, `x-api-key: …` / `api_key=…`-style pairs, key-carrying query parameters
 //!   (`?key=…`, `&sig=…`), JSON members such as `"authorization": "…"`, and URL userinfo
 //!   (`https://user:pass@host`).
+//!
+//! An error's cause, kept as a value ([`ErrorSource`](crate::ErrorSource)), is checked
+//! level by level with the same redactor: a level whose `Display` or `Debug` shows a
+//! credential is replaced by its redacted text (see [`crate::ErrorSource`]).
 
 use std::borrow::Cow;
 use std::fmt;
