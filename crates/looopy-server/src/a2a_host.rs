@@ -14,7 +14,6 @@ use looopy_store::{ContextRecord, TaskRecord};
 use crate::auth::Principal;
 use crate::events::{CloseRule, EndReason, EventFilter, EventStream};
 use crate::extract::Connection;
-use crate::sse::sse_response;
 use crate::state::StreamRequest;
 use crate::{ApiError, AppState, ConnHandle, StreamPermit};
 
@@ -50,7 +49,7 @@ impl A2aHost for AppState {
     }
 
     fn requires_bearer(&self) -> bool {
-        !self.config().tokens.is_empty()
+        self.access().requires_token()
     }
 
     fn fallback_authority(&self) -> String {
@@ -62,7 +61,9 @@ impl A2aHost for AppState {
         caller: &A2aCaller,
         context_id: &str,
     ) -> Result<ContextRecord, HostError> {
-        AppState::authorize_context(self, &caller.principal, context_id).await
+        self.access()
+            .authorize_context(&caller.principal, context_id)
+            .await
     }
 
     async fn authorize_new_or_own_context(
@@ -70,7 +71,9 @@ impl A2aHost for AppState {
         caller: &A2aCaller,
         context_id: &str,
     ) -> Result<(), HostError> {
-        AppState::authorize_new_or_own_context(self, &caller.principal, context_id).await
+        self.access()
+            .authorize_new_or_own_context(&caller.principal, context_id)
+            .await
     }
 
     async fn authorize_task(
@@ -78,7 +81,9 @@ impl A2aHost for AppState {
         caller: &A2aCaller,
         task_id: &str,
     ) -> Result<TaskRecord, HostError> {
-        AppState::authorize_task(self, &caller.principal, task_id).await
+        self.access()
+            .authorize_task(&caller.principal, task_id)
+            .await
     }
 
     async fn start_turn(
@@ -100,7 +105,8 @@ impl A2aHost for AppState {
     }
 
     fn acquire_stream(&self, caller: &A2aCaller) -> Result<StreamPermit, HostError> {
-        AppState::acquire_stream(self, &caller.principal, caller.conn.as_ref())
+        self.streams()
+            .acquire(&caller.principal, caller.conn.as_ref())
     }
 
     fn open_task_stream(
@@ -121,7 +127,7 @@ impl A2aHost for AppState {
             },
             close: CloseRule::TaskSettled(task_id.to_owned()),
         };
-        self.open_stream(permit, caller.conn.clone(), request)
+        self.streams().open(permit, caller.conn.clone(), request)
     }
 
     fn end_note(events: &EventStream) -> Option<&'static str> {
@@ -135,8 +141,7 @@ impl A2aHost for AppState {
     where
         S: Stream<Item = Bytes> + Send + Unpin + 'static,
     {
-        let config = self.config();
-        sse_response(frames, config.keepalive, config.retry)
+        self.streams().response(frames)
     }
 
     fn shutdown_signal(&self) -> impl Future<Output = ()> + Send + 'static {

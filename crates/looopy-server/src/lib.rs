@@ -75,6 +75,7 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
+mod a2a_host;
 pub mod auth;
 pub mod body;
 mod config;
@@ -89,16 +90,15 @@ mod routes;
 mod server;
 pub mod sse;
 mod state;
-mod a2a_host;
 mod turns;
 pub mod web;
 
+pub use a2a_host::A2aCaller;
 pub use auth::Principal;
 pub use config::ServerConfig;
 pub use conn::ConnHandle;
 pub use error::{ApiError, ServerError};
 pub use limits::StreamPermit;
-pub use server::{BoundServer, app, bind, router, router_with_config, serve};
-pub use a2a_host::A2aCaller;
 pub use looopy_a2a::{HostError, TurnStarted};
-pub use state::{AppState, StreamRequest};
+pub use server::{BoundServer, app, bind, router, router_with_config, serve};
+pub use state::{Access, AppState, StreamRequest, Streams};

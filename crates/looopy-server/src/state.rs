@@ -1,26 +1,27 @@
-//! [`AppState`]: what every handler shares — the agent, the configuration, the event router,
-//! the stream limiter and the shutdown signal — plus the checks every route needs
-//! (ownership, resume points, stream permits), so other modules (A2A, web) reuse them.
+//! [`AppState`]: what every handler shares — the agent, the configuration, turn tracking
+//! and the shutdown signal — and its two focused parts, which routes take on their own
+//! (`State<Access>`, `State<Streams>`, through [`FromRef`]):
+//!
+//! - [`Access`] (`access`): the bearer tokens and the ownership checks;
+//! - [`Streams`] (`streams`): the event router, stream slots, log-read bounds, resume points.
+
+mod access;
+mod streams;
 
 use std::sync::Arc;
 
-use axum::http::HeaderMap;
+use axum::extract::FromRef;
 use looopy_a2a::{HostError, TurnStarted};
 use looopy_agent::{Agent, AgentError, TurnHandle};
-use looopy_protocol::ids::is_valid_id;
-use looopy_store::{ContextRecord, Store, TaskRecord};
-use tokio::sync::Semaphore;
+use looopy_store::Store;
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::{Authenticator, Principal};
-use crate::events::{CloseRule, EventFilter, EventRouter, EventStream, StreamSource, Subscription};
-use crate::limits::{StreamLimiter, StreamLimits, StreamOwner, StreamPermit};
-use crate::turns::Turns;
-use crate::{ApiError, ConnHandle, ServerConfig, ServerError};
+pub use access::Access;
+pub use streams::{StreamRequest, Streams};
 
-/// Concurrent log reads by streams (see `Inner::log_readers`); the store keeps 4 idle
-/// connections, so stream reads never open new ones.
-const LOG_READERS: usize = 4;
+use crate::auth::{Authenticator, Principal};
+use crate::turns::Turns;
+use crate::{ServerConfig, ServerError};
 
 /// Shared state of one server; cheap to clone.
 #[derive(Clone)]
@@ -31,17 +32,13 @@ pub struct AppState {
 struct Inner {
     agent: Agent,
     config: ServerConfig,
-    auth: Authenticator,
-    router: EventRouter,
-    limiter: Arc<StreamLimiter>,
+    access: Access,
+    streams: Streams,
     /// Cancelled when shutdown is requested: open streams end, new ones are refused.
     shutdown: CancellationToken,
     /// Cancelled when the server stops: the event router task ends.
     stopped: CancellationToken,
     turns: Turns,
-    /// Bounds concurrent log reads by streams (replay pages, resume checks), so a crowd of
-    /// clients reconnecting at once queues up instead of opening a database connection each.
-    log_readers: Arc<Semaphore>,
 }
 
 impl Drop for Inner {
@@ -54,19 +51,21 @@ impl std::fmt::Debug for AppState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AppState")
             .field("config", &self.inner.config)
-            .field("router", &self.inner.router)
+            .field("streams", &self.inner.streams)
             .finish_non_exhaustive()
     }
 }
 
-/// What an event stream should deliver; see [`AppState::open_stream`].
-#[derive(Debug, Clone)]
-pub struct StreamRequest {
-    pub context_id: String,
-    /// Deliver events with `seq` above this (0: from the beginning).
-    pub after_seq: u64,
-    pub filter: EventFilter,
-    pub close: CloseRule,
+impl FromRef<AppState> for Access {
+    fn from_ref(state: &AppState) -> Self {
+        state.inner.access.clone()
+    }
+}
+
+impl FromRef<AppState> for Streams {
+    fn from_ref(state: &AppState) -> Self {
+        state.inner.streams.clone()
+    }
 }
 
 impl AppState {
@@ -76,28 +75,23 @@ impl AppState {
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(ServerError::NoRuntime);
         }
+        let shutdown = CancellationToken::new();
         let stopped = CancellationToken::new();
-        let router = EventRouter::start(
-            agent.store().event_log().subscribe(),
-            config.subscriber_buffer,
+        let streams = Streams::start(
+            &config,
+            agent.store().clone(),
+            shutdown.clone(),
             stopped.clone(),
         )?;
-        router.watch_storage_failures(agent.store().event_log().subscribe_failures());
         Ok(Self {
             inner: Arc::new(Inner {
-                auth: Authenticator::new(&config.tokens),
-                limiter: StreamLimiter::new(StreamLimits {
-                    per_principal: config.max_streams_per_principal,
-                    per_client: config.max_streams_per_client,
-                    total: config.max_streams,
-                }),
+                access: Access::new(&config.tokens, agent.clone()),
+                streams,
                 agent,
                 config,
-                router,
-                shutdown: CancellationToken::new(),
+                shutdown,
                 stopped,
                 turns: Turns::default(),
-                log_readers: Arc::new(Semaphore::new(LOG_READERS)),
             }),
         })
     }
@@ -114,13 +108,18 @@ impl AppState {
         &self.inner.config
     }
 
-    /// The event router (for its statistics).
-    pub fn router(&self) -> &EventRouter {
-        &self.inner.router
+    /// Authorization: tokens and ownership checks.
+    pub fn access(&self) -> &Access {
+        &self.inner.access
+    }
+
+    /// Event streams: router, slots, resume points.
+    pub fn streams(&self) -> &Streams {
+        &self.inner.streams
     }
 
     pub(crate) fn authenticator(&self) -> &Authenticator {
-        &self.inner.auth
+        self.inner.access.authenticator()
     }
 
     /// Asks every open stream to end and refuses new streams and turns.
@@ -164,7 +163,7 @@ impl AppState {
 
     /// Answers a paused task's input request and resumes it (see
     /// [`Agent::provide_input`]), tracked for shutdown. Check access first
-    /// ([`authorize_task`](Self::authorize_task)).
+    /// ([`Access::authorize_task`]).
     pub async fn provide_input(
         &self,
         task_id: &str,
@@ -266,192 +265,4 @@ impl AppState {
         self.inner.shutdown.cancel();
         self.inner.stopped.cancel();
     }
-
-    /// The context if `principal` may see it; 404 when it does not exist or belongs to
-    /// someone else (indistinguishable on purpose).
-    pub async fn authorize_context(
-        &self,
-        principal: &Principal,
-        context_id: &str,
-    ) -> Result<ContextRecord, HostError> {
-        if !is_valid_id(context_id) {
-            return Err(HostError::InvalidId { field: "contextId" });
-        }
-        match self.store().get_context(context_id).await? {
-            Some(context) if principal.can_access(context.owner.as_deref()) => Ok(context),
-            _ => Err(not_found("context", context_id)),
-        }
-    }
-
-    /// Like [`authorize_context`](Self::authorize_context), but a context that does not
-    /// exist yet is fine (a first message creates it).
-    pub async fn authorize_new_or_own_context(
-        &self,
-        principal: &Principal,
-        context_id: &str,
-    ) -> Result<(), HostError> {
-        if !is_valid_id(context_id) {
-            return Err(HostError::InvalidId { field: "contextId" });
-        }
-        match self.store().get_context(context_id).await? {
-            Some(context) if !principal.can_access(context.owner.as_deref()) => {
-                Err(not_found("context", context_id))
-            }
-            _ => Ok(()),
-        }
-    }
-
-    /// The task if `principal` may see its context; 404 otherwise.
-    pub async fn authorize_task(
-        &self,
-        principal: &Principal,
-        task_id: &str,
-    ) -> Result<TaskRecord, HostError> {
-        if !is_valid_id(task_id) {
-            return Err(HostError::InvalidId { field: "taskId" });
-        }
-        // Through the agent: a task whose failure storage could not take is reported
-        // `failed` from memory until it can be stored.
-        let Some(task) = self.agent().get_task(task_id).await? else {
-            return Err(not_found("task", task_id));
-        };
-        match self.store().get_context(&task.context_id).await? {
-            Some(context) if principal.can_access(context.owner.as_deref()) => Ok(task),
-            _ => Err(not_found("task", task_id)),
-        }
-    }
-
-    /// The resume point a client asks for: the `Last-Event-ID` header, else the
-    /// `lastEventId` query parameter, else 0 (the beginning). The header wins because
-    /// `EventSource` sends it on reconnection while the URL keeps its original query.
-    /// Anything but a non-negative integer is a 400 ([`open_stream`](Self::open_stream)
-    /// rejects one ahead of the log).
-    pub fn last_event_id(headers: &HeaderMap, query: Option<&str>) -> Result<u64, ApiError> {
-        let header = match headers.get("last-event-id") {
-            Some(value) => Some(value.to_str().map_err(|_| invalid_last_event_id())?),
-            None => None,
-        };
-        let raw = header.or(query).map(str::trim).filter(|s| !s.is_empty());
-        let Some(raw) = raw else { return Ok(0) };
-        if !raw.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(invalid_last_event_id());
-        }
-        raw.parse().map_err(|_| invalid_last_event_id())
-    }
-
-    /// Takes one of the caller's stream slots: `principal`'s, or for anonymous callers
-    /// those of the client address `conn` came from (429 when all are in use, 503 when the
-    /// server is full or shutting down; see the `limits` module). Take it before starting
-    /// work the stream would report on.
-    pub fn acquire_stream(
-        &self,
-        principal: &Principal,
-        conn: Option<&ConnHandle>,
-    ) -> Result<StreamPermit, HostError> {
-        if self.is_shutting_down() {
-            return Err(HostError::ShuttingDown);
-        }
-        let client = conn.map(|c| c.remote_addr().ip());
-        Ok(self
-            .inner
-            .limiter
-            .try_acquire(StreamOwner::of(principal, client))?)
-    }
-
-    /// Opens an event stream from a resume point the server knows to be valid (such as a
-    /// turn's `start_seq`): registers with the router first (buffering live events), then
-    /// replays the log after `after_seq` lazily as the client reads, then follows live
-    /// events. `internal:*` events are removed unless the server allows them, whatever
-    /// `filter` says. `conn` lets the router close a stalled client's connection.
-    pub fn open_stream(
-        &self,
-        permit: StreamPermit,
-        conn: Option<ConnHandle>,
-        request: StreamRequest,
-    ) -> EventStream {
-        let (context_id, registration) = self.register(&request.context_id, conn);
-        self.build_stream(permit, request, context_id, registration, u64::MAX)
-    }
-
-    /// Opens an event stream from a resume point a client gave (`Last-Event-ID`): like
-    /// [`open_stream`](Self::open_stream), but the point is checked against the log after
-    /// registering — ahead of it is a 400, never a silently empty stream — and a client
-    /// that is caught up skips replay altogether.
-    pub async fn resume_stream(
-        &self,
-        permit: StreamPermit,
-        conn: Option<ConnHandle>,
-        request: StreamRequest,
-    ) -> Result<EventStream, ApiError> {
-        let (context_id, registration) = self.register(&request.context_id, conn);
-        let last = {
-            let _reading = self.inner.log_readers.acquire().await;
-            self.store().event_log().last_seq(&context_id).await?
-        };
-        if request.after_seq > last {
-            return Err(ApiError::bad_request(
-                "last_event_id_ahead",
-                format!(
-                    "Last-Event-ID {} is ahead of this context's event log (last id {last})",
-                    request.after_seq
-                ),
-            ));
-        }
-        // Everything after `last` was committed after registering: it is in the buffer.
-        Ok(self.build_stream(permit, request, context_id, registration, last))
-    }
-
-    fn register(
-        &self,
-        context_id: &str,
-        conn: Option<ConnHandle>,
-    ) -> (Arc<str>, crate::events::Registration) {
-        let context_id: Arc<str> = Arc::from(context_id);
-        let registration = self.inner.router.register(Arc::clone(&context_id), conn);
-        (context_id, registration)
-    }
-
-    fn build_stream(
-        &self,
-        permit: StreamPermit,
-        request: StreamRequest,
-        context_id: Arc<str>,
-        registration: crate::events::Registration,
-        replay_until: u64,
-    ) -> EventStream {
-        let StreamRequest {
-            after_seq,
-            mut filter,
-            close,
-            ..
-        } = request;
-        filter.include_internal &= self.inner.config.allow_internal;
-        EventStream::new(
-            StreamSource {
-                store: self.store().clone(),
-                log_readers: Arc::clone(&self.inner.log_readers),
-                context_id,
-                replay_until,
-            },
-            after_seq,
-            Arc::new(Subscription { filter, close }),
-            registration,
-            self.shutdown_signal(),
-            Some(permit),
-        )
-    }
-}
-
-fn not_found(what: &'static str, id: &str) -> HostError {
-    HostError::NotFound {
-        what,
-        id: id.to_owned(),
-    }
-}
-
-fn invalid_last_event_id() -> ApiError {
-    ApiError::bad_request(
-        "invalid_last_event_id",
-        "Last-Event-ID must be a non-negative integer: the id of the last event received",
-    )
 }

@@ -250,13 +250,13 @@ async fn a_slow_reader_is_disconnected_while_others_and_the_agent_carry_on() {
     // Once the slow reader's socket and HTTP buffers are full, its 16-event buffer
     // buffer overflows and the router drops it; meanwhile the turn keeps producing.
     within("the slow reader being disconnected", async {
-        while server.state.router().stats().disconnected == 0 {
+        while server.state.streams().router().stats().disconnected == 0 {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     })
     .await;
     assert_eq!(
-        server.state.router().stats().disconnected,
+        server.state.streams().router().stats().disconnected,
         1,
         "only the slow reader"
     );

@@ -58,7 +58,7 @@ pub async fn run_server_child(provider: Arc<dyn Provider>, tweak: impl FnOnce(&m
         .await;
     };
     server.serve(stdin_closed).await.expect("serve");
-    eprintln!("server: {:?}", state.router().stats());
+    eprintln!("server: {:?}", state.streams().router().stats());
 }
 
 /// The server child process.

@@ -12,13 +12,12 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use serde::Deserialize;
 
+use crate::ApiError;
 use crate::auth::Principal;
 use crate::events::{CloseRule, EventFilter, EventFrames, parse_kinds};
 use crate::extract::{ApiPath, ApiQuery, Connection};
 use crate::limits::LifetimeLimited;
-use crate::sse::sse_response;
-use crate::state::StreamRequest;
-use crate::{ApiError, AppState};
+use crate::state::{Access, StreamRequest, Streams};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -29,15 +28,16 @@ pub(crate) struct EventsQuery {
 }
 
 pub(crate) async fn get_events(
-    State(state): State<AppState>,
+    State(access): State<Access>,
+    State(streams): State<Streams>,
     principal: Principal,
     Connection(conn): Connection,
     ApiPath(context_id): ApiPath<String>,
     ApiQuery(query): ApiQuery<EventsQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    state.authorize_context(&principal, &context_id).await?;
-    let allow_internal = state.config().allow_internal;
+    access.authorize_context(&principal, &context_id).await?;
+    let allow_internal = streams.allow_internal();
     let kinds = query
         .kinds
         .as_deref()
@@ -45,15 +45,15 @@ pub(crate) async fn get_events(
         .transpose()
         .map_err(|message| ApiError::bad_request("invalid_kinds", message))?;
     if let Some(task_id) = &query.task_id {
-        let task = state.authorize_task(&principal, task_id).await?;
+        let task = access.authorize_task(&principal, task_id).await?;
         if task.context_id != context_id {
             return Err(ApiError::not_found("task", task_id));
         }
     }
-    let after_seq = AppState::last_event_id(&headers, query.last_event_id.as_deref())?;
-    let permit = state.acquire_stream(&principal, conn.as_ref())?;
-    let events = state
-        .resume_stream(
+    let after_seq = Streams::last_event_id(&headers, query.last_event_id.as_deref())?;
+    let permit = streams.acquire(&principal, conn.as_ref())?;
+    let events = streams
+        .resume(
             permit,
             conn,
             StreamRequest {
@@ -68,9 +68,8 @@ pub(crate) async fn get_events(
             },
         )
         .await?;
-    let config = state.config();
     // Only this route's streams are open-ended (turn streams end with their task), so
     // only they need a lifetime to give their slot back.
-    let frames = LifetimeLimited::new(EventFrames::new(events), config.max_stream_lifetime);
-    Ok(sse_response(frames, config.keepalive, config.retry))
+    let frames = LifetimeLimited::new(EventFrames::new(events), streams.max_lifetime());
+    Ok(streams.response(frames))
 }

@@ -14,8 +14,7 @@ use crate::auth::Principal;
 use crate::events::{CloseRule, EventFilter, EventFrames};
 use crate::extract::{ApiJson, ApiPath, ApiQuery, Connection, accepts_event_stream};
 use crate::limits::StreamPermit;
-use crate::sse::sse_response;
-use crate::state::StreamRequest;
+use crate::state::{Access, StreamRequest, Streams};
 use crate::{ApiError, AppState};
 
 #[derive(Debug, Deserialize)]
@@ -37,24 +36,26 @@ pub(crate) async fn post_message(
             "message must not be empty",
         ));
     }
-    state
+    // Starting a turn needs all of the state: ownership, a stream slot, the turn itself.
+    let (access, streams) = (state.access(), state.streams());
+    access
         .authorize_new_or_own_context(&principal, &context_id)
         .await?;
     // The stream slot is taken before the turn starts, so a 429 never leaves a turn
     // running that nobody asked to watch.
     let permit = accepts_event_stream(&headers)
-        .then(|| state.acquire_stream(&principal, conn.as_ref()))
+        .then(|| streams.acquire(&principal, conn.as_ref()))
         .transpose()?;
     let started = state
         .start_turn(&principal, &context_id, &body.message)
         .await?;
-    Ok(turn_response(&state, permit, conn, started))
+    Ok(turn_response(streams, permit, conn, started))
 }
 
 /// 202 with the ids, or — when a stream permit was taken — the SSE stream of the task from
 /// `start_seq`, ending once the task settles.
 pub(crate) fn turn_response(
-    state: &AppState,
+    streams: &Streams,
     permit: Option<StreamPermit>,
     conn: Option<crate::ConnHandle>,
     started: TurnStarted,
@@ -72,7 +73,7 @@ pub(crate) fn turn_response(
         )
             .into_response(),
         Some(permit) => {
-            let events = state.open_stream(
+            let events = streams.open(
                 permit,
                 conn,
                 StreamRequest {
@@ -86,8 +87,7 @@ pub(crate) fn turn_response(
                     close: CloseRule::TaskSettled(task_id),
                 },
             );
-            let config = state.config();
-            sse_response(EventFrames::new(events), config.keepalive, config.retry)
+            streams.response(EventFrames::new(events))
         }
     }
 }
@@ -96,13 +96,14 @@ pub(crate) fn turn_response(
 /// history, oldest first (see [`super::page`]), `nextCursor` `null` on the last page.
 pub(crate) async fn get_messages(
     State(state): State<AppState>,
+    State(access): State<Access>,
     principal: Principal,
     ApiPath(context_id): ApiPath<String>,
     ApiQuery(page): ApiQuery<PageQuery>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let limit = page.limit()?;
     let after = page.message_cursor()?;
-    state.authorize_context(&principal, &context_id).await?;
+    access.authorize_context(&principal, &context_id).await?;
     // Read the resume point first: a stream opened after it may repeat an event that the
     // history already reflects, but can never miss one.
     let last_seq = state.store().event_log().last_seq(&context_id).await?;

@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use crate::auth::Principal;
 use crate::extract::{ApiJson, ApiPath, Connection, accepts_event_stream};
 use crate::routes::messages::turn_response;
+use crate::state::Access;
 use crate::{ApiError, AppState};
 
 /// A task as the API shows it.
@@ -60,11 +61,11 @@ impl From<TaskRecord> for TaskView {
 }
 
 pub(crate) async fn get_task(
-    State(state): State<AppState>,
+    State(access): State<Access>,
     principal: Principal,
     ApiPath(task_id): ApiPath<String>,
 ) -> Result<Json<TaskView>, ApiError> {
-    let task = state.authorize_task(&principal, &task_id).await?;
+    let task = access.authorize_task(&principal, &task_id).await?;
     Ok(Json(task.into()))
 }
 
@@ -83,25 +84,28 @@ pub(crate) async fn provide_input(
     headers: HeaderMap,
     ApiJson(body): ApiJson<ProvideInput>,
 ) -> Result<Response, ApiError> {
-    state.authorize_task(&principal, &task_id).await?;
+    // Resuming a turn needs all of the state: ownership, a stream slot, the turn itself.
+    let (access, streams) = (state.access(), state.streams());
+    access.authorize_task(&principal, &task_id).await?;
     if !is_valid_id(&body.input_id) {
         return Err(ApiError::invalid_id("inputId"));
     }
     let permit = accepts_event_stream(&headers)
-        .then(|| state.acquire_stream(&principal, conn.as_ref()))
+        .then(|| streams.acquire(&principal, conn.as_ref()))
         .transpose()?;
     let started = state
         .provide_input(&task_id, &body.input_id, body.value)
         .await?;
-    Ok(turn_response(&state, permit, conn, started))
+    Ok(turn_response(streams, permit, conn, started))
 }
 
 pub(crate) async fn cancel_task(
     State(state): State<AppState>,
+    State(access): State<Access>,
     principal: Principal,
     ApiPath(task_id): ApiPath<String>,
 ) -> Result<Response, ApiError> {
-    let task = state.authorize_task(&principal, &task_id).await?;
+    let task = access.authorize_task(&principal, &task_id).await?;
     state.agent().cancel(&task_id).await?;
     Ok((
         StatusCode::ACCEPTED,
