@@ -13,6 +13,13 @@
 //!
 //! `cargo bench -p looopy-agent --bench agent_loop` (set `LOOOPY_BENCH_DELTAS` to change the
 //! size of run 1). Arguments cargo or criterion pass are ignored.
+//!
+//! The cost of observability: `LOOOPY_BENCH_TRACING=1` installs what `looopy
+//! --otlp-endpoint` installs — a `tracing` subscriber with the OpenTelemetry layer taking the
+//! runtime's spans — but with no exporter, so what is measured is building the spans, not
+//! sending them. `LOOOPY_BENCH_METRICS=1` installs the Prometheus recorder `looopy serve`
+//! installs. Without them nothing is installed (the spans' callsites are disabled and the
+//! `metrics` calls are no-ops), as for an embedder that wants neither.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -179,7 +186,49 @@ fn report(name: &str, mut r: Run) {
     );
 }
 
+/// Installs the subscriber and recorder the environment asks for; says what it installed.
+fn install_observability() -> &'static str {
+    use opentelemetry::trace::TracerProvider as _;
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+
+    let on = |name: &str| std::env::var(name).is_ok_and(|v| v == "1");
+    let tracing = on("LOOOPY_BENCH_TRACING");
+    let metrics = on("LOOOPY_BENCH_METRICS");
+    if tracing {
+        // A provider without an exporter: spans are built, sampled and dropped.
+        let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder().build();
+        let spans = tracing_subscriber::filter::FilterFn::new(|meta| {
+            meta.is_span()
+                && *meta.level() <= tracing::Level::INFO
+                && meta.target().starts_with("looopy_")
+        });
+        tracing_subscriber::registry()
+            .with(
+                tracing_opentelemetry::layer()
+                    .with_tracer(provider.tracer("bench"))
+                    .with_tracked_inactivity(false)
+                    .with_context_activation(false)
+                    .with_filter(spans),
+            )
+            .init();
+    }
+    if metrics {
+        metrics_exporter_prometheus::PrometheusBuilder::new()
+            .install_recorder()
+            .expect("metrics recorder");
+    }
+    match (tracing, metrics) {
+        (false, false) => "no subscriber, no recorder",
+        (true, false) => "tracing on (OpenTelemetry layer, no exporter)",
+        (false, true) => "metrics on (Prometheus recorder)",
+        (true, true) => "tracing and metrics on",
+    }
+}
+
 fn main() {
+    println!("observability: {}", install_observability());
     let deltas: usize = std::env::var("LOOOPY_BENCH_DELTAS")
         .ok()
         .and_then(|v| v.parse().ok())

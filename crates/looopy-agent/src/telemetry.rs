@@ -141,9 +141,10 @@ pub(crate) fn tool_ended(span: &Span, tool: String, outcome: &'static str) {
     metrics::counter!(metric::TOOL_CALLS_TOTAL, "tool" => tool, "outcome" => outcome).increment(1);
 }
 
-/// A model call's events, observed for its `chat` span and the LLM metrics: the provider's
-/// stream is polled inside the span (so the provider's own logs nest under it), and the span
-/// closes when the call's stream is dropped.
+/// A model call's events, observed for its `chat` span and the LLM metrics; the span closes
+/// when the call's stream is dropped. The stream is not polled inside the span: that would be
+/// an enter and an exit per token, which with an OpenTelemetry layer installed cost a fifth
+/// of the loop's throughput (BENCHMARKS.md); the provider's logs nest under the run instead.
 pub(crate) fn observe_llm_call(source: StepSource, span: Span) -> StepSource {
     Box::pin(ObservedCall {
         source,
@@ -206,10 +207,7 @@ impl Stream for ObservedCall {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
-        let polled = {
-            let _entered = this.span.enter();
-            this.source.as_mut().poll_next(cx)
-        };
+        let polled = this.source.as_mut().poll_next(cx);
         match &polled {
             Poll::Ready(Some(Ok(event))) => this.observe(event),
             Poll::Ready(Some(Err(error))) => {

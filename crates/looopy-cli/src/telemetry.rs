@@ -60,8 +60,12 @@ pub fn init(options: Options) -> anyhow::Result<Telemetry> {
         .map(otlp_provider)
         .transpose()?;
     let otel = provider.as_ref().map(|provider| {
+        // No busy/idle timings and no OpenTelemetry context attached on every enter: a run's
+        // span is entered at each poll of its task, and nothing inside reads the context.
         tracing_opentelemetry::layer()
             .with_tracer(provider.tracer("looopy"))
+            .with_tracked_inactivity(false)
+            .with_context_activation(false)
             .with_filter(FilterFn::new(runtime_spans))
     });
     let waterfall = options.waterfall.then(Waterfall::default);

@@ -22,6 +22,7 @@
 //! | `POST /v1/tasks/{taskId}/input` `{"inputId","value"}` | answer an input request and resume (202, or SSE as above) |
 //! | `POST /v1/tasks/{taskId}/cancel` | cancel a task (202) |
 //! | `GET /healthz` | liveness |
+//! | `GET /metrics` | Prometheus text format ([`metrics`]); behind authentication unless [`ServerConfig::metrics_public`] |
 //!
 //! Ordering, backpressure, reconnection and error semantics are spelled out in
 //! [`guarantees`].
