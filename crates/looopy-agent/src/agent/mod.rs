@@ -390,15 +390,16 @@ impl Agent {
                 Work::Resume(pending, value) => turn.resume(*pending, value).await,
             };
             let outcome = agent.end_run(&mut turn, result).await;
+            // Released as soon as the run's final events are durable (`end_run` flushed
+            // them): the next run of this context continues the sequence from the log, and
+            // a caller waiting on `Agent::run_released` goes on at once.
+            drop(claim);
             crate::telemetry::turn_ended(
                 &turn.span,
                 outcome.as_ref().ok().copied(),
                 turn.counters.iteration,
                 started.elapsed(),
             );
-            // Released only now: every event of the run is durable, so the next run of
-            // this context continues the sequence from the log.
-            drop(claim);
             outcome
         };
         let join = tokio::spawn(tracing::Instrument::instrument(run, span));
