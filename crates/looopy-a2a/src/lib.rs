@@ -204,21 +204,9 @@ pub fn task_state_from_v03(state: v03::TaskState) -> Option<TaskState> {
 mod tests {
     use super::*;
 
-    const ALL: [TaskState; 9] = [
-        TaskState::Submitted,
-        TaskState::Working,
-        TaskState::WaitingInput,
-        TaskState::WaitingAuth,
-        TaskState::WaitingSubtask,
-        TaskState::Completed,
-        TaskState::Failed,
-        TaskState::Canceled,
-        TaskState::Rejected,
-    ];
-
     #[test]
     fn states_map_both_ways_and_keep_terminal_and_interrupted() {
-        for s in ALL {
+        for s in TaskState::ALL {
             let a = task_state_to_v1(s);
             assert_eq!(a.is_terminal(), s.is_terminal(), "{s}");
             assert_eq!(a.is_interrupted(), s.is_interrupted(), "{s}");

@@ -187,23 +187,12 @@ async fn tasks_upsert_and_list_in_creation_order() {
 async fn active_task_is_the_newest_unfinished_task_of_the_context() {
     let (_dir, store) = common::open_temp();
     assert_eq!(store.active_task("ctx").await.unwrap(), None);
-    const ALL: [TaskState; 9] = [
-        TaskState::Submitted,
-        TaskState::Working,
-        TaskState::WaitingInput,
-        TaskState::WaitingAuth,
-        TaskState::WaitingSubtask,
-        TaskState::Completed,
-        TaskState::Failed,
-        TaskState::Canceled,
-        TaskState::Rejected,
-    ];
     // A newer unfinished task of another context never leaks in.
     store
         .put_task(&task("other", "ctx-other", TaskState::Working, 0))
         .await
         .unwrap();
-    for state in ALL {
+    for state in TaskState::ALL {
         // An older unfinished task, then the newest task in `state`.
         let old = task("old", "ctx", TaskState::WaitingInput, 100);
         let newest = task("newest", "ctx", state, 10);

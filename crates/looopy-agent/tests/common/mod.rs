@@ -185,82 +185,8 @@ pub fn assert_history_consistent(history: &[Message]) {
     }
 }
 
-/// Events as JSON with generated ids, timestamps and durations replaced by stable
-/// placeholders, for snapshots.
-pub fn normalised(events: &[Event]) -> Vec<Value> {
-    let mut ids = IdNames::default();
-    events
-        .iter()
-        .map(|e| {
-            let mut v = serde_json::to_value(e).unwrap();
-            scrub(&mut v, &mut ids);
-            v
-        })
-        .collect()
-}
-
-#[derive(Default)]
-struct IdNames {
-    seen: Vec<(String, String)>,
-}
-
-impl IdNames {
-    fn name(&mut self, id: &str, prefix: &str) -> String {
-        if let Some((_, name)) = self.seen.iter().find(|(seen, _)| seen == id) {
-            return name.clone();
-        }
-        let n = self
-            .seen
-            .iter()
-            .filter(|(s, _)| s.starts_with(prefix))
-            .count()
-            + 1;
-        let name = format!("[{prefix}-{n}]");
-        self.seen.push((id.to_string(), name.clone()));
-        name
-    }
-}
-
-fn scrub(v: &mut Value, ids: &mut IdNames) {
-    match v {
-        Value::Object(map) => {
-            for (key, value) in map.iter_mut() {
-                match key.as_str() {
-                    "timestamp" => *value = Value::from("[timestamp]"),
-                    "duration" | "durationMs" => *value = Value::from("[duration]"),
-                    _ => scrub(value, ids),
-                }
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(|i| scrub(i, ids)),
-        Value::String(s) => *s = replace_ids(s, ids),
-        _ => {}
-    }
-}
-
-/// Replaces `task-…`, `input-…`, `call-…` ids (prefix + 32 hex digits) in `s`.
-fn replace_ids(s: &str, ids: &mut IdNames) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut rest = s;
-    'outer: while !rest.is_empty() {
-        for prefix in ["task", "input", "call"] {
-            let tag = format!("{prefix}-");
-            if rest.starts_with(&tag) {
-                let hex = &rest[tag.len()..];
-                if hex.len() >= 32 && hex.as_bytes()[..32].iter().all(u8::is_ascii_hexdigit) {
-                    let id = &rest[..tag.len() + 32];
-                    out.push_str(&ids.name(id, prefix));
-                    rest = &rest[tag.len() + 32..];
-                    continue 'outer;
-                }
-            }
-        }
-        let c = rest.chars().next().unwrap();
-        out.push(c);
-        rest = &rest[c.len_utf8()..];
-    }
-    out
-}
+#[allow(unused_imports)] // only the snapshot suite normalises
+pub use looopy_testkit::redact::normalised;
 
 pub fn db_path_exists(p: &Path) -> bool {
     p.exists()

@@ -1,34 +1,18 @@
-//! Shared by the A2A and browser tests: a real server on a loopback socket (real SQLite
-//! store, the scripted model with a small script), a JSON-RPC client over real HTTP, an SSE
-//! reader using the WHATWG decoder, and the "skip unless required" rule for tests that need
-//! programs outside Cargo (python3 + a2a-sdk, chromium + chromedriver).
-#![allow(dead_code)]
+//! Shared by the A2A and browser tests: `looopy-testkit`'s loopback server (real SQLite
+//! store) playing a small script, a JSON-RPC client over real HTTP, the kit's SSE reader,
+//! and the "skip unless required" rule for tests that need programs outside Cargo (python3 +
+//! a2a-sdk, chromium + chromedriver).
+#![allow(dead_code, unused_imports)]
 
-use std::future::Future;
-use std::net::SocketAddr;
-use std::sync::Arc;
+use std::ops::Deref;
 use std::time::Duration;
 
-use futures::StreamExt;
-use looopy_agent::tool::ToolRegistry;
-use looopy_agent::{Agent, AgentConfig};
 use looopy_llm::scripted::{Matcher, Response, Script, ScriptedProvider, Turn};
-use looopy_server::{AppState, ServerConfig};
-use looopy_store::Store;
-use looopy_stream::sse::{SseDecoder, SseEvent};
+use looopy_server::ServerConfig;
 use serde_json::{Value, json};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
-/// Upper bound for any single wait, so a bug fails the test instead of hanging it.
-pub const PATIENCE: Duration = Duration::from_secs(30);
-
-pub async fn within<T>(what: &str, f: impl Future<Output = T>) -> T {
-    match tokio::time::timeout(PATIENCE, f).await {
-        Ok(v) => v,
-        Err(_) => panic!("timed out: {what}"),
-    }
-}
+pub use looopy_testkit::sse::SseClient as SseReader;
+pub use looopy_testkit::wait::{PATIENCE, eventually, within};
 
 /// The answer of a slow turn: 60 five-character chunks, 40 ms apart (~2.4 s).
 pub const SLOW_ANSWER: &str = "The quick brown fox jumps over the lazy dog; \
@@ -84,13 +68,15 @@ pub fn script() -> Script {
         )
 }
 
-pub struct TestServer {
-    pub addr: SocketAddr,
-    pub client: reqwest::Client,
-    pub state: AppState,
-    pub dir: tempfile::TempDir,
-    stop: Option<oneshot::Sender<()>>,
-    running: Option<JoinHandle<Result<(), looopy_server::ServerError>>>,
+/// The kit's loopback server playing [`script`], with A2A helpers.
+pub struct TestServer(looopy_testkit::server::TestServer);
+
+impl Deref for TestServer {
+    type Target = looopy_testkit::server::TestServer;
+
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
 }
 
 impl TestServer {
@@ -100,38 +86,14 @@ impl TestServer {
 
     pub async fn with_config(tweak: impl FnOnce(&mut ServerConfig)) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path().join("looopy.db")).unwrap();
-        let agent = Agent::new(
-            Arc::new(ScriptedProvider::new(script())),
-            store,
-            ToolRegistry::builtin(),
-            AgentConfig::default(),
-        );
-        let mut config = ServerConfig {
-            addr: "127.0.0.1:0".parse().unwrap(),
-            shutdown_grace: Duration::from_secs(2),
-            ..ServerConfig::default()
-        };
-        tweak(&mut config);
-        let bound = looopy_server::bind(config, agent).await.unwrap();
-        let addr = bound.local_addr();
-        let state = bound.state().clone();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let running = tokio::spawn(bound.serve(async {
-            let _ = stopped.await;
-        }));
-        Self {
-            addr,
-            client: reqwest::Client::new(),
-            state,
-            dir,
-            stop: Some(stop),
-            running: Some(running),
-        }
-    }
-
-    pub fn url(&self, path: &str) -> String {
-        format!("http://{}{}", self.addr, path)
+        let provider = ScriptedProvider::new(script());
+        Self(
+            looopy_testkit::server::TestServer::on_store(dir, provider, |config| {
+                config.shutdown_grace = Duration::from_secs(2);
+                tweak(config);
+            })
+            .await,
+        )
     }
 
     /// A JSON-RPC request to `/a2a` with an optional `A2A-Version` and bearer token.
@@ -204,53 +166,8 @@ impl TestServer {
     }
 
     /// Requests shutdown and waits for `serve` to return.
-    pub async fn shutdown(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(running) = self.running.take() {
-            within("server shutdown", running).await.unwrap().unwrap();
-        }
-    }
-}
-
-/// Reads SSE events from a response body with the WHATWG decoder.
-pub struct SseReader {
-    body: futures::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
-    decoder: SseDecoder,
-    pending: std::collections::VecDeque<SseEvent>,
-    pub raw: Vec<u8>,
-}
-
-impl SseReader {
-    pub fn new(response: reqwest::Response) -> Self {
-        assert_eq!(response.status(), 200, "expected an event stream");
-        assert_eq!(response.headers()["content-type"], "text/event-stream");
-        Self {
-            body: response.bytes_stream().boxed(),
-            decoder: SseDecoder::new(),
-            pending: Default::default(),
-            raw: Vec::new(),
-        }
-    }
-
-    /// The next event, `None` at the end of the stream.
-    pub async fn next(&mut self) -> Option<SseEvent> {
-        within("the next SSE event", async {
-            loop {
-                if let Some(e) = self.pending.pop_front() {
-                    return Some(e);
-                }
-                match self.body.next().await {
-                    Some(Ok(chunk)) => {
-                        self.raw.extend_from_slice(&chunk);
-                        self.pending.extend(self.decoder.push(&chunk));
-                    }
-                    Some(Err(_)) | None => return None,
-                }
-            }
-        })
-        .await
+    pub async fn shutdown(self) {
+        self.0.shutdown().await;
     }
 }
 
@@ -270,23 +187,6 @@ pub fn skip_without(missing: Option<String>) -> bool {
             true
         }
     }
-}
-
-/// Polls `check` every 25 ms until it returns `Some`, failing after [`PATIENCE`].
-pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    within(what, async {
-        loop {
-            if let Some(v) = check().await {
-                return v;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-    })
-    .await
 }
 
 /// A v1.0 user message with one text part.
