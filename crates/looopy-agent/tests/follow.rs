@@ -131,3 +131,38 @@ async fn follow_of_an_unknown_task_is_not_found() {
     let error = agent.follow("task-nope").await.err().unwrap();
     assert_eq!(error.code(), "not_found");
 }
+
+#[tokio::test]
+async fn follow_after_a_point_sees_only_what_comes_next() {
+    let db = TestDb::new();
+    let store = db.open();
+    let agent = agent_with(
+        store.clone(),
+        scripted(ask_script()),
+        AgentConfig::default(),
+    );
+    let turn = agent.start_turn("ctx-a", "plan", None).await.unwrap();
+    let task_id = turn.task_id.clone();
+    let paused = collect(turn.events()).await;
+    assert_eq!(turn.wait().await.unwrap(), TaskState::WaitingInput);
+
+    // From the log's end, before canceling the paused task: exactly the cancellation.
+    let before = store.event_log().last_seq("ctx-a").await.unwrap();
+    assert_eq!(before, paused.last().unwrap()["seq"].as_u64().unwrap());
+    let follow = agent.follow_after(&task_id, before).await.unwrap();
+    agent.cancel(&task_id).await.unwrap();
+    let after = collect(follow).await;
+    let kinds: Vec<&str> = after.iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds.last(), Some(&"task-complete"), "{kinds:?}");
+    assert!(after.iter().all(|e| e["seq"].as_u64().unwrap() > before));
+    assert!(
+        after
+            .iter()
+            .any(|e| e["kind"] == "task-status" && e["status"] == "canceled"),
+        "{after:?}"
+    );
+    // The same stream from the start replays the pause first.
+    let whole = collect(agent.follow(&task_id).await.unwrap()).await;
+    assert_eq!(whole[..paused.len()], paused[..]);
+    assert_eq!(whole[paused.len()..], after[..]);
+}

@@ -270,8 +270,14 @@ pub(crate) async fn cancel<H: A2aHost>(
         return Err(JsonRpcError::task_not_cancelable(task_id).into());
     }
     let agent = caller.host.agent();
-    // Follow from before the cancellation, so its `task-complete` cannot slip by unseen.
-    let follow = agent.follow(task_id).await?;
+    // Follow from the log's end before the cancellation, so its `task-complete` cannot slip
+    // by unseen and nothing older is read again.
+    let before = agent
+        .store()
+        .event_log()
+        .last_seq(&record.context_id)
+        .await?;
+    let follow = agent.follow_after(task_id, before).await?;
     if let Err(error) = agent.cancel(task_id).await {
         return Err(match error {
             looopy_agent::AgentError::NotRunning { .. } => {

@@ -250,6 +250,18 @@ impl Agent {
         task_id: &str,
     ) -> Result<impl futures::Stream<Item = looopy_protocol::Event> + Send + 'static, AgentError>
     {
+        self.follow_after(task_id, 0).await
+    }
+
+    /// Like [`follow`](Self::follow), but from a point of the log the caller read — say,
+    /// its end just before asking the task to stop — so the replay costs O(events after
+    /// it), not O(events in the context). Events up to `after_seq` are not delivered.
+    pub async fn follow_after(
+        &self,
+        task_id: &str,
+        after_seq: u64,
+    ) -> Result<impl futures::Stream<Item = looopy_protocol::Event> + Send + 'static, AgentError>
+    {
         let store = &self.shared.store;
         let task = store
             .get_task(task_id)
@@ -261,7 +273,7 @@ impl Agent {
             follow::FollowSpec {
                 context_id: task.context_id,
                 task_id: task_id.to_string(),
-                after_seq: 0,
+                after_seq,
                 history_until,
                 run_done: None,
             },
