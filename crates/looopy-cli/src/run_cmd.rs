@@ -127,11 +127,7 @@ async fn refused_resume(args: &ResumeArgs, error: anyhow::Error) -> Result<ExitC
 async fn pending_input_id(db: &std::path::Path, task_id: &str) -> Option<String> {
     let store = Store::open_read_only(db).ok()?;
     let task = store.get_task(task_id).await.ok()??;
-    task.pending?
-        .get("input")?
-        .get("inputId")?
-        .as_str()
-        .map(str::to_string)
+    looopy_agent::PendingInputView::of(&task).map(|pending| pending.input_id)
 }
 
 fn style(json: bool) -> Style {
