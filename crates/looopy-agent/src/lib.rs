@@ -52,6 +52,17 @@
 //! durable pauses for input ([`Agent::provide_input`]) and crash recovery
 //! ([`Agent::recover`]) keep the stored conversation valid: every assistant message that
 //! calls tools is followed by one result per call.
+//!
+//! # Observability
+//!
+//! Each run of a turn is a `tracing` span `invoke_agent` (OpenTelemetry name
+//! `invoke_agent {agent}`), parent of one `chat {model}` span per model call (usage, finish
+//! reasons, time to first token) and one `execute_tool {tool}` span per tool call — also when
+//! tools run concurrently on their own tasks; what a tool traces nests under its call. Names
+//! and attributes follow the OpenTelemetry GenAI semantic conventions, plus
+//! `looopy.context_id` and `looopy.task_id`. Counters and histograms (names in [`metric`])
+//! go through the `metrics` facade. Both are `INFO`-level spans and facade calls: free until
+//! the application installs a subscriber (e.g. `tracing-opentelemetry`) or a recorder.
 #![cfg_attr(
     not(test),
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
