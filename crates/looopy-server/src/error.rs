@@ -282,3 +282,98 @@ impl From<QueryRejection> for ApiError {
         Self::bad_request("invalid_query", rejection.body_text())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use looopy_protocol::TaskState;
+
+    fn agent_errors() -> Vec<AgentError> {
+        vec![
+            AgentError::Busy {
+                context_id: "c".into(),
+                task_id: "t".into(),
+            },
+            AgentError::WaitingInput {
+                context_id: "c".into(),
+                task_id: "t".into(),
+                input_id: "i".into(),
+            },
+            AgentError::NotFound("t".into()),
+            AgentError::NotWaiting {
+                task_id: "t".into(),
+                state: TaskState::Working,
+            },
+            AgentError::WrongInput {
+                task_id: "t".into(),
+                expected: "a".into(),
+                got: "b".into(),
+            },
+            AgentError::InvalidInput("x".into()),
+            AgentError::NotRunning {
+                task_id: "t".into(),
+                state: TaskState::Completed,
+            },
+            AgentError::InvalidId {
+                what: "taskId",
+                value: "?".into(),
+            },
+            AgentError::StorageUnavailable("disk full".into()),
+            AgentError::Internal("boom".into()),
+            AgentError::Config("no provider".into()),
+        ]
+    }
+
+    #[test]
+    fn agent_errors_map_by_variant_to_the_status_and_code_the_agent_documents() {
+        for error in agent_errors() {
+            let (status, code, text) = (error.http_status(), error.code(), error.to_string());
+            let api = ApiError::from(error);
+            assert_eq!(api.status().as_u16(), status, "{text}");
+            if status < 500 || status == 503 {
+                assert_eq!(api.code(), code.to_string(), "{text}");
+            }
+        }
+        // Another principal's context looks missing, not forbidden.
+        let api = ApiError::from(AgentError::Forbidden("c9".into()));
+        assert_eq!((api.status().as_u16(), api.code()), (404, "not_found"));
+        assert_eq!(api.message(), "context c9 not found");
+        // Internal details stay in the log.
+        let api = ApiError::from(AgentError::Internal("secret detail".into()));
+        assert!(!api.message().contains("secret"));
+    }
+
+    #[test]
+    fn host_refusals_map_by_variant() {
+        let cases = [
+            (
+                HostError::NotFound {
+                    what: "task",
+                    id: "t".into(),
+                },
+                404,
+                "not_found",
+            ),
+            (HostError::InvalidId { field: "taskId" }, 400, "invalid_id"),
+            (
+                HostError::MessageTooLarge {
+                    bytes: 10,
+                    limit: 5,
+                },
+                413,
+                "message_too_large",
+            ),
+            (
+                HostError::TooManyStreams("x".into()),
+                429,
+                "too_many_streams",
+            ),
+            (HostError::ServerBusy("x".into()), 503, "server_busy"),
+            (HostError::ShuttingDown, 503, "shutting_down"),
+        ];
+        for (refusal, status, code) in cases {
+            let api = ApiError::from(refusal);
+            assert_eq!((api.status().as_u16(), api.code()), (status, code));
+        }
+    }
+}
