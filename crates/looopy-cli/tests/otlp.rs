@@ -4,6 +4,8 @@
 //! GenAI attributes, and that they match the turn's events.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::Output;
@@ -278,4 +280,114 @@ async fn the_standard_environment_variable_turns_export_on() {
             .all(|(_, s)| text(s, "looopy.task_id") == task_id),
         "{names:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_served_turn_is_traced_under_its_http_request_and_flushed_at_shutdown() {
+    let (url, received) = receiver().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = support::serve_command(&dir.path().join("serve.db"), "127.0.0.1:0");
+    command
+        .args(["--otlp-endpoint", url.as_str()])
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT");
+    let server = support::start(command);
+    let body = reqwest::Client::new()
+        .post(format!("{}/v1/contexts/ctx-served/messages", server.base))
+        .header("accept", "text/event-stream")
+        .json(&serde_json::json!({"message": "What is 6*7?"}))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(body.contains("event: task-complete\n"), "{body}");
+    // A graceful stop sends what the batch processor still holds.
+    let status = tokio::task::spawn_blocking(move || server.terminate())
+        .await
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+
+    let spans: Vec<Span> = received
+        .spans
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(_, s)| s.clone())
+        .collect();
+    let find = |name: &str| -> &Span {
+        spans.iter().find(|s| s.name == name).unwrap_or_else(|| {
+            panic!(
+                "no {name} in {:?}",
+                spans.iter().map(|s| &s.name).collect::<Vec<_>>()
+            )
+        })
+    };
+    let turn = find("invoke_agent looopy");
+    assert_eq!(text(turn, "looopy.context_id"), "ctx-served");
+    let request = spans
+        .iter()
+        .find(|s| s.span_id == turn.parent_span_id)
+        .expect("the run's parent span was exported");
+    assert_eq!(request.name, "request");
+    assert_eq!(text(request, "path"), "/v1/contexts/ctx-served/messages");
+    let tool = find("execute_tool calculator");
+    assert_eq!(tool.parent_span_id, turn.span_id);
+    assert_eq!(tool.trace_id, request.trace_id);
+    let chats = spans.iter().filter(|s| s.name.starts_with("chat ")).count();
+    assert_eq!(chats, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_session_exports_each_turn() {
+    use tokio::io::AsyncWriteExt as _;
+
+    let (url, received) = receiver().await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("chat.db");
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_looopy"))
+        .args([
+            "chat",
+            "--context",
+            "ctx-chat",
+            "--otlp-endpoint",
+            url.as_str(),
+        ])
+        .env("LOOOPY_DB", &db)
+        .env("HOME", dir.path())
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("LOOOPY_PROVIDER")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"What is 6*7?\nhello\n").await.unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().await.unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let spans = received.spans.lock().unwrap();
+    let turns: Vec<&Span> = spans
+        .iter()
+        .map(|(_, s)| s)
+        .filter(|s| s.name == "invoke_agent looopy")
+        .collect();
+    assert_eq!(turns.len(), 2, "one run per message");
+    assert_ne!(
+        turns[0].trace_id, turns[1].trace_id,
+        "each turn is its own trace"
+    );
+    for turn in turns {
+        assert_eq!(text(turn, "looopy.context_id"), "ctx-chat");
+        assert_eq!(text(turn, "looopy.task.state"), "completed");
+    }
 }
