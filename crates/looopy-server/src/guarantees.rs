@@ -85,12 +85,17 @@
 //!   wrong fields `invalid_body`, bad ids `invalid_id`, bad `Last-Event-ID`, unknown
 //!   `kinds`), 401 `unauthorized`, 404 `not_found` (also for other principals' contexts),
 //!   409 (`busy`, `waiting_input`, `not_waiting`, `wrong_input`, `not_running`), 413
-//!   `payload_too_large`, 415 `unsupported_media_type`, 429 `too_many_streams` (the
+//!   `payload_too_large` / `message_too_large`, 415 `unsupported_media_type`, 429 `too_many_streams` (the
 //!   caller's share of event streams is in use), 503 `shutting_down`, 503 `server_busy`
 //!   (the server holds its maximum of event streams; see the `limits` module), 503
 //!   `storage_unavailable` (turns and input answers while the database cannot be
 //!   written; each such request first probes with a tiny write, so the first one after
 //!   the disk has room again goes through).
+//! - A message (or input answer) sent the moment the previous turn's final event arrives
+//!   is not refused `busy`: the run lets go of its context once that event is durable, an
+//!   instant later, and the server waits for the agent's release notification
+//!   (`Agent::run_released`) when the task holding the context has already settled. A
+//!   409 `busy` means a turn of the context is really running.
 //! - Problems of a stream itself (fell behind, shutdown, a failed log read, its optional
 //!   maximum lifetime) end it with a comment naming the reason; the client resumes with
 //!   `Last-Event-ID`.
