@@ -260,7 +260,14 @@ pub fn run(args: &ParseArgs, input: impl Read, out: impl Write) -> Result<(), Pa
         out: Output::new(out),
         chunk: String::new(),
     };
-    lines::for_each_line(input, &mut filter)?;
+    if let Err(e) = lines::for_each_line(input, &mut filter) {
+        // The events of the lines before a bad one are still written, as they would have
+        // been on a live pipe; the bad line's error is what counts.
+        if let Err(flush) = filter.out.flush() {
+            tracing::debug!(error = %flush, "output lost after an input error");
+        }
+        return Err(e);
+    }
     filter.parser.finish(&mut filter.out)?;
     filter.out.flush()?;
     Ok(())
@@ -423,5 +430,18 @@ mod tests {
         assert!(err.to_string().starts_with("line 2:"), "{err}");
         let err = parse(ParseProtocol::Wire, "\"ok\"\n42\n").unwrap_err();
         assert!(err.to_string().starts_with("line 2:"), "{err}");
+        // Invalid UTF-8 is found per 64 KiB block, then reported for its own line.
+        let args = ParseArgs {
+            protocol: ParseProtocol::Thinking,
+            tags: None,
+        };
+        let mut out = Vec::new();
+        let input: &[u8] = b"\"a\"\n\n\"\xff\"\n\"b\"\n";
+        let err = run(&args, input, &mut out).unwrap_err();
+        assert!(
+            err.to_string().starts_with("line 3: not valid UTF-8"),
+            "{err}"
+        );
+        assert!(out.starts_with(br#"{"kind":"content-delta","delta":"a""#));
     }
 }
