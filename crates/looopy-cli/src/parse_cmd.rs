@@ -152,8 +152,8 @@ impl Parser {
     }
 
     /// Feeds one chunk and writes the events it produced (one push, one batch of events, as
-    /// a provider forwarding each chunk would see them). The event vectors are drained, not
-    /// dropped, so their capacity is reused.
+    /// a provider forwarding each chunk would see them). The event vectors are kept, and
+    /// their last delta too (see [`recycle`]), so buffers are reused from chunk to chunk.
     fn push<W: Write>(&mut self, chunk: &str, out: &mut Output<W>) -> std::io::Result<()> {
         match self {
             Self::Thinking {

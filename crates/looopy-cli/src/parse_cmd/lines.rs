@@ -1,11 +1,11 @@
-//! The I/O side of `looopy parse`: JSON Lines in, JSON Lines out, at the speed of the parsers.
+//! The I/O side of `looopy parse`: lines in, buffered output out, at the speed of the parsers.
 //!
-//! Input is read in large blocks into one growing buffer and split at newlines in place;
-//! each line's JSON string is decoded into one reused `String` (serde_json borrows it straight
-//! from the input when it has no escapes). Output accumulates in one reused buffer that is
-//! written out before every read, i.e. exactly when the input read so far is used up. A file
-//! or a fast producer therefore costs one `write(2)` per input block, while a live pipe that
-//! sends one chunk at a time gets each chunk's events before the next read blocks.
+//! Input is read in large blocks into one growing buffer, checked as UTF-8 once per block and
+//! split at newlines in place (the lines' JSON is decoded in `json_in`). Output accumulates
+//! in one reused buffer that is written out before every read, i.e. exactly when the input
+//! read so far is used up. A file or a fast producer therefore costs one `write(2)` per input
+//! block, while a live pipe that sends one chunk at a time gets each chunk's events before
+//! the next read blocks.
 
 use std::io::{self, Read, Write};
 use std::str::Utf8Error;
