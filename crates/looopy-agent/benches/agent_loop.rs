@@ -263,14 +263,15 @@ fn main() {
 
         let dir = tempfile::tempdir().expect("tempdir");
         let store = Store::open(dir.path().join("bench.db")).expect("store");
-        let paced_deltas = 2_000;
-        let text = "x".repeat(paced_deltas);
-        let paced = run(
-            store.clone(),
-            Response::new().text_chunked(text, 1, 1),
-            paced_deltas,
-        )
-        .await;
+        // The scripted model streams one text step in at most MAX_TEXT_CHUNKS deltas, so the
+        // paced run is several steps of one-character chunks.
+        let step = looopy_llm::scripted::MAX_TEXT_CHUNKS;
+        let steps = 8;
+        let paced_deltas = step * steps;
+        let response = (0..steps).fold(Response::new(), |r, _| {
+            r.text_chunked("x".repeat(step), 1, 1)
+        });
+        let paced = run(store.clone(), response, paced_deltas).await;
         report(
             &format!("run 2: {paced_deltas} deltas paced ~1 ms apart"),
             paced,
