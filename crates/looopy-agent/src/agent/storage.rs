@@ -14,8 +14,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use looopy_protocol::event::{ErrorInfo, TaskComplete, TaskStatus};
-use looopy_protocol::{ErrorCode, EventPayload, Metadata, TaskState};
+use looopy_protocol::event::{ErrorInfo, TaskComplete};
+use looopy_protocol::{ErrorCode, Metadata, TaskState};
 use looopy_store::{StoreError, TaskRecord};
 use tokio_util::sync::CancellationToken;
 
@@ -109,22 +109,16 @@ impl Agent {
             .await?;
         let emitter = self.emitter(&record.context_id, &record.task_id, start_seq, (0, 0));
         let logged = async {
-            emitter
-                .emit(EventPayload::TaskStatus(TaskStatus {
-                    status: TaskState::Failed,
-                    message: Some(error.message.clone()),
-                    error: Some(error),
-                    metadata: Metadata::new(),
-                }))
-                .await?;
-            emitter
-                .emit(EventPayload::TaskComplete(TaskComplete {
-                    status: TaskState::Failed,
-                    content: None,
-                    artifacts: Vec::new(),
-                    metadata: Metadata::new(),
-                }))
-                .await?;
+            let events = TaskComplete::terminal_events(
+                TaskState::Failed,
+                None,
+                Some(error),
+                Vec::new(),
+                Metadata::new(),
+            );
+            for event in events {
+                emitter.emit(event).await?;
+            }
             Ok::<(), StoreError>(())
         };
         let logged = logged.await;

@@ -2,8 +2,8 @@
 //! final event finds it), then the terminal `task-status` and `task-complete`, then a flush
 //! so the run returns only once they are durable.
 
-use looopy_protocol::event::{ErrorInfo, TaskComplete, TaskStatus};
-use looopy_protocol::{EventPayload, Metadata, TaskState};
+use looopy_protocol::event::{ErrorInfo, TaskComplete};
+use looopy_protocol::{Metadata, TaskState};
 use looopy_store::StoreError;
 use serde_json::Value;
 
@@ -61,22 +61,9 @@ impl Turn {
         metadata.insert("duration".into(), Value::from(duration));
         metadata.insert("iterations".into(), Value::from(self.counters.iteration));
         metadata.insert("tokensUsed".into(), Value::from(self.counters.tokens_used));
-        self.emitter
-            .emit(EventPayload::TaskStatus(TaskStatus {
-                status: state,
-                message: error.as_ref().map(|e| e.message.clone()),
-                error,
-                metadata: Metadata::new(),
-            }))
-            .await?;
-        self.emitter
-            .emit(EventPayload::TaskComplete(TaskComplete {
-                status: state,
-                content,
-                artifacts: Vec::new(),
-                metadata,
-            }))
-            .await?;
+        for event in TaskComplete::terminal_events(state, content, error, Vec::new(), metadata) {
+            self.emitter.emit(event).await?;
+        }
         Ok(())
     }
 }

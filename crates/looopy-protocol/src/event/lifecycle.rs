@@ -3,7 +3,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::Metadata;
+use super::{EventPayload, Metadata};
 use crate::{ErrorCode, TaskState};
 
 /// Who started a task (or provided an input).
@@ -73,6 +73,35 @@ pub struct TaskComplete {
     /// Details such as `duration` (ms), `iterations`, `tokensUsed`.
     #[serde(default, skip_serializing_if = "Metadata::is_empty")]
     pub metadata: Metadata,
+}
+
+impl TaskComplete {
+    /// The two events that end a task, in order: the terminal `task-status` (carrying the
+    /// error of a failure, its message as the status message) and `task-complete`. Every
+    /// path that ends a task — a finished turn, a failure logged for a task that is not
+    /// running, recovery after a crash — builds them here, so they cannot drift apart.
+    pub fn terminal_events(
+        state: TaskState,
+        content: Option<String>,
+        error: Option<ErrorInfo>,
+        artifacts: Vec<String>,
+        metadata: Metadata,
+    ) -> [EventPayload; 2] {
+        [
+            EventPayload::TaskStatus(TaskStatus {
+                status: state,
+                message: error.as_ref().map(|e| e.message.clone()),
+                error,
+                metadata: Metadata::new(),
+            }),
+            EventPayload::TaskComplete(TaskComplete {
+                status: state,
+                content,
+                artifacts,
+                metadata,
+            }),
+        ]
+    }
 }
 
 /// `content-delta`: a piece of the model's visible answer, exactly as produced.
