@@ -66,6 +66,22 @@ pub enum AgentError {
 const STORAGE_UNAVAILABLE: &ErrorCode = &ErrorCode::StorageUnavailable;
 const STORE_ERROR: &ErrorCode = &ErrorCode::StoreError;
 
+impl From<looopy_protocol::ids::InvalidId> for AgentError {
+    fn from(error: looopy_protocol::ids::InvalidId) -> Self {
+        Self::InvalidId {
+            what: error.what,
+            value: error.value,
+        }
+    }
+}
+
+/// Converting an id that is already typed cannot fail.
+impl From<std::convert::Infallible> for AgentError {
+    fn from(never: std::convert::Infallible) -> Self {
+        match never {}
+    }
+}
+
 impl AgentError {
     /// A stable machine-readable code.
     pub fn code(&self) -> &'static str {

@@ -47,7 +47,7 @@
 //!
 //! The same program is `examples/embed.rs` (`cargo run -p looopy-agent --example embed`).
 //!
-//! Limits and the tool-calling mode are set in [`AgentConfig`]; the [`tool`] module
+//! Limits and the tool-calling mode are set in [`AgentConfig`]; the [`tool`](mod@tool) module
 //! explains how to write tools. Cancellation ([`TurnHandle::cancel`], [`Agent::cancel`]),
 //! durable pauses for input ([`Agent::provide_input`]) and crash recovery
 //! ([`Agent::recover`]) keep the stored conversation valid: every assistant message that

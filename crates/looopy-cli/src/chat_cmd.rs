@@ -19,8 +19,11 @@ const HELP: &str =
 
 pub async fn run(args: ChatArgs) -> Result<ExitCode> {
     let (agent, _) = agent_setup::build(&args.agent).await?;
-    let mut context = args.context.clone().unwrap_or_else(ids::new_context_id);
-    anyhow::ensure!(ids::is_valid_id(&context), "invalid context id {context:?}");
+    // Validated by the argument parser (a ContextId): a bad one is a usage error.
+    let mut context = args
+        .context
+        .clone()
+        .map_or_else(ids::new_context_id, ids::ContextId::into_string);
     let color = std::io::stdout().is_terminal();
     let mut lines = Lines::stdin();
     println!("looopy chat — context {context}\n{HELP}");

@@ -113,7 +113,7 @@ pub struct RunArgs {
     pub verbose: bool,
     /// Conversation to continue (default: a new one).
     #[arg(long)]
-    pub context: Option<String>,
+    pub context: Option<looopy_protocol::ids::ContextId>,
     /// The user message.
     #[arg(required = true, num_args = 1..)]
     pub prompt: Vec<String>,
@@ -125,7 +125,7 @@ pub struct RunArgs {
 pub struct ChatArgs {
     /// Conversation to continue (default: a new one).
     #[arg(long)]
-    pub context: Option<String>,
+    pub context: Option<looopy_protocol::ids::ContextId>,
     #[command(flatten)]
     pub agent: AgentArgs,
 }
@@ -207,7 +207,7 @@ pub struct TailArgs {
     pub url: String,
     /// Context to follow.
     #[arg(long)]
-    pub context: String,
+    pub context: looopy_protocol::ids::ContextId,
     /// Bearer token.
     #[arg(long, env = "LOOOPY_TOKEN", hide_env_values = true)]
     pub token: Option<String>,

@@ -49,8 +49,11 @@ impl Lines {
 
 pub async fn run(args: RunArgs) -> Result<ExitCode> {
     let (agent, _) = agent_setup::build(&args.agent).await?;
-    let context = args.context.clone().unwrap_or_else(ids::new_context_id);
-    anyhow::ensure!(ids::is_valid_id(&context), "invalid context id {context:?}");
+    // Validated by the argument parser (a ContextId): a bad one is a usage error.
+    let context = args
+        .context
+        .clone()
+        .unwrap_or_else(ids::ContextId::generate);
     let prompt = args.prompt.join(" ");
     let handle = agent.start_turn(&context, &prompt, None).await?;
     if !args.json {

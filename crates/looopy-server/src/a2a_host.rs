@@ -9,6 +9,7 @@ use bytes::Bytes;
 use futures::Stream;
 use looopy_a2a::{A2aHost, HostError, TurnStarted};
 use looopy_agent::Agent;
+use looopy_protocol::ids::{ContextId, TaskId};
 use looopy_store::{ContextRecord, TaskRecord};
 
 use crate::auth::Principal;
@@ -61,8 +62,11 @@ impl A2aHost for AppState {
         caller: &A2aCaller,
         context_id: &str,
     ) -> Result<ContextRecord, HostError> {
+        // Where A2A's ids enter the server's checks: typed once, here.
+        let context_id = ContextId::parse(context_id)
+            .map_err(|_| HostError::InvalidId { field: "contextId" })?;
         self.access()
-            .authorize_context(&caller.principal, context_id)
+            .authorize_context(&caller.principal, &context_id)
             .await
     }
 
@@ -71,8 +75,10 @@ impl A2aHost for AppState {
         caller: &A2aCaller,
         context_id: &str,
     ) -> Result<(), HostError> {
+        let context_id = ContextId::parse(context_id)
+            .map_err(|_| HostError::InvalidId { field: "contextId" })?;
         self.access()
-            .authorize_new_or_own_context(&caller.principal, context_id)
+            .authorize_new_or_own_context(&caller.principal, &context_id)
             .await
     }
 
@@ -81,8 +87,10 @@ impl A2aHost for AppState {
         caller: &A2aCaller,
         task_id: &str,
     ) -> Result<TaskRecord, HostError> {
+        let task_id =
+            TaskId::parse(task_id).map_err(|_| HostError::InvalidId { field: "taskId" })?;
         self.access()
-            .authorize_task(&caller.principal, task_id)
+            .authorize_task(&caller.principal, &task_id)
             .await
     }
 

@@ -24,6 +24,30 @@ pub struct ApiPath<T>(pub T);
 #[from_request(via(axum::extract::Query), rejection(ApiError))]
 pub struct ApiQuery<T>(pub T);
 
+/// A path segment that is a [`ContextId`](looopy_protocol::ids::ContextId) or
+/// [`TaskId`](looopy_protocol::ids::TaskId): validated here, where it enters, so handlers and
+/// everything below them hold a checked id. A malformed one is `400 invalid_id`.
+#[derive(Debug, Clone)]
+pub struct IdPath<T>(pub T);
+
+impl<S, T> FromRequestParts<S> for IdPath<T>
+where
+    S: Send + Sync,
+    T: TryFrom<String, Error = looopy_protocol::ids::InvalidId> + Send,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let ApiPath(raw) = ApiPath::<String>::from_request_parts(parts, state).await?;
+        T::try_from(raw).map(IdPath).map_err(|error| {
+            ApiError::invalid_id(match error.what {
+                "task id" => "taskId",
+                _ => "contextId",
+            })
+        })
+    }
+}
+
 /// The request's connection, when the server runs through [`bind`](crate::bind) (absent
 /// when the router is served some other way, e.g. in tests with `tower::ServiceExt`).
 #[derive(Debug, Clone)]

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use looopy_llm::Provider;
 use looopy_protocol::event::{ErrorInfo, Initiator, TaskCreated, TaskStatus};
-use looopy_protocol::ids::{is_valid_id, new_task_id};
+use looopy_protocol::ids::{ContextId, new_task_id};
 use looopy_protocol::{ErrorCode, EventPayload, Message, Metadata, TaskState};
 use looopy_store::{Store, StoreError, TaskRecord};
 use serde_json::Value;
@@ -97,18 +97,17 @@ impl Agent {
     /// `owner` is recorded on a new context and checked against an existing one.
     /// Errors: `Busy` (a turn of the context is running here), `WaitingInput` (its last
     /// turn is paused for input), `Forbidden`, `InvalidId`, `Store`.
+    ///
+    /// `context_id` is a [`ContextId`] (validated where it entered) or a string, which is
+    /// validated here (`InvalidId`).
     pub async fn start_turn(
         &self,
-        context_id: &str,
+        context_id: impl TryInto<ContextId, Error: Into<AgentError>>,
         message: &str,
         owner: Option<&str>,
     ) -> Result<TurnHandle, AgentError> {
-        if !is_valid_id(context_id) {
-            return Err(AgentError::InvalidId {
-                what: "context id",
-                value: context_id.to_string(),
-            });
-        }
+        let context_id: ContextId = context_id.try_into().map_err(Into::into)?;
+        let context_id = context_id.as_str();
         // After a storage failure: 503 until a probe write succeeds.
         self.ensure_writable().await?;
         let task_id = new_task_id();

@@ -15,9 +15,10 @@ use serde::Deserialize;
 use crate::ApiError;
 use crate::auth::Principal;
 use crate::events::{CloseRule, EventFilter, EventFrames, parse_kinds};
-use crate::extract::{ApiPath, ApiQuery, Connection};
+use crate::extract::{ApiQuery, Connection, IdPath};
 use crate::limits::LifetimeLimited;
 use crate::state::{Access, StreamRequest, Streams};
+use looopy_protocol::ids::{ContextId, TaskId};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -32,7 +33,7 @@ pub(crate) async fn get_events(
     State(streams): State<Streams>,
     principal: Principal,
     Connection(conn): Connection,
-    ApiPath(context_id): ApiPath<String>,
+    IdPath(context_id): IdPath<ContextId>,
     ApiQuery(query): ApiQuery<EventsQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
@@ -45,9 +46,11 @@ pub(crate) async fn get_events(
         .transpose()
         .map_err(|message| ApiError::bad_request("invalid_kinds", message))?;
     if let Some(task_id) = &query.task_id {
-        let task = access.authorize_task(&principal, task_id).await?;
+        let task_id =
+            TaskId::parse(task_id.as_str()).map_err(|_| ApiError::invalid_id("taskId"))?;
+        let task = access.authorize_task(&principal, &task_id).await?;
         if task.context_id != context_id {
-            return Err(ApiError::not_found("task", task_id));
+            return Err(ApiError::not_found("task", &task_id));
         }
     }
     let after_seq = Streams::last_event_id(&headers, query.last_event_id.as_deref())?;
@@ -57,7 +60,7 @@ pub(crate) async fn get_events(
             permit,
             conn,
             StreamRequest {
-                context_id,
+                context_id: context_id.into_string(),
                 after_seq,
                 filter: EventFilter {
                     task_id: query.task_id,

@@ -12,10 +12,11 @@ use super::page::{PageQuery, encode_message_cursor};
 use crate::TurnStarted;
 use crate::auth::Principal;
 use crate::events::{CloseRule, EventFilter, EventFrames};
-use crate::extract::{ApiJson, ApiPath, ApiQuery, Connection, accepts_event_stream};
+use crate::extract::{ApiJson, ApiQuery, Connection, IdPath, accepts_event_stream};
 use crate::limits::StreamPermit;
 use crate::state::{Access, StreamRequest, Streams};
 use crate::{ApiError, AppState};
+use looopy_protocol::ids::ContextId;
 
 #[derive(Debug, Deserialize)]
 pub(crate) struct PostMessage {
@@ -26,7 +27,7 @@ pub(crate) async fn post_message(
     State(state): State<AppState>,
     principal: Principal,
     Connection(conn): Connection,
-    ApiPath(context_id): ApiPath<String>,
+    IdPath(context_id): IdPath<ContextId>,
     headers: HeaderMap,
     ApiJson(body): ApiJson<PostMessage>,
 ) -> Result<Response, ApiError> {
@@ -98,7 +99,7 @@ pub(crate) async fn get_messages(
     State(state): State<AppState>,
     State(access): State<Access>,
     principal: Principal,
-    ApiPath(context_id): ApiPath<String>,
+    IdPath(context_id): IdPath<ContextId>,
     ApiQuery(page): ApiQuery<PageQuery>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let limit = page.limit()?;

@@ -15,10 +15,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::auth::Principal;
-use crate::extract::{ApiJson, ApiPath, Connection, accepts_event_stream};
+use crate::extract::{ApiJson, Connection, IdPath, accepts_event_stream};
 use crate::routes::messages::turn_response;
 use crate::state::Access;
 use crate::{ApiError, AppState};
+use looopy_protocol::ids::TaskId;
 
 /// A task as the API shows it.
 #[derive(Debug, Serialize)]
@@ -63,7 +64,7 @@ impl From<TaskRecord> for TaskView {
 pub(crate) async fn get_task(
     State(access): State<Access>,
     principal: Principal,
-    ApiPath(task_id): ApiPath<String>,
+    IdPath(task_id): IdPath<TaskId>,
 ) -> Result<Json<TaskView>, ApiError> {
     let task = access.authorize_task(&principal, &task_id).await?;
     Ok(Json(task.into()))
@@ -80,7 +81,7 @@ pub(crate) async fn provide_input(
     State(state): State<AppState>,
     principal: Principal,
     Connection(conn): Connection,
-    ApiPath(task_id): ApiPath<String>,
+    IdPath(task_id): IdPath<TaskId>,
     headers: HeaderMap,
     ApiJson(body): ApiJson<ProvideInput>,
 ) -> Result<Response, ApiError> {
@@ -103,7 +104,7 @@ pub(crate) async fn cancel_task(
     State(state): State<AppState>,
     State(access): State<Access>,
     principal: Principal,
-    ApiPath(task_id): ApiPath<String>,
+    IdPath(task_id): IdPath<TaskId>,
 ) -> Result<Response, ApiError> {
     let task = access.authorize_task(&principal, &task_id).await?;
     state.agent().cancel(&task_id).await?;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use looopy_a2a::HostError;
 use looopy_agent::Agent;
-use looopy_protocol::ids::is_valid_id;
+use looopy_protocol::ids::{ContextId, TaskId};
 use looopy_store::{ContextRecord, TaskRecord};
 
 use crate::auth::{Authenticator, Principal};
@@ -55,11 +55,8 @@ impl Access {
     pub async fn authorize_context(
         &self,
         principal: &Principal,
-        context_id: &str,
+        context_id: &ContextId,
     ) -> Result<ContextRecord, HostError> {
-        if !is_valid_id(context_id) {
-            return Err(HostError::InvalidId { field: "contextId" });
-        }
         match self.inner.agent.store().get_context(context_id).await? {
             Some(context) if principal.can_access(context.owner.as_deref()) => Ok(context),
             _ => Err(not_found("context", context_id)),
@@ -71,11 +68,8 @@ impl Access {
     pub async fn authorize_new_or_own_context(
         &self,
         principal: &Principal,
-        context_id: &str,
+        context_id: &ContextId,
     ) -> Result<(), HostError> {
-        if !is_valid_id(context_id) {
-            return Err(HostError::InvalidId { field: "contextId" });
-        }
         match self.inner.agent.store().get_context(context_id).await? {
             Some(context) if !principal.can_access(context.owner.as_deref()) => {
                 Err(not_found("context", context_id))
@@ -88,11 +82,8 @@ impl Access {
     pub async fn authorize_task(
         &self,
         principal: &Principal,
-        task_id: &str,
+        task_id: &TaskId,
     ) -> Result<TaskRecord, HostError> {
-        if !is_valid_id(task_id) {
-            return Err(HostError::InvalidId { field: "taskId" });
-        }
         // Through the agent: a task whose failure storage could not take is reported
         // `failed` from memory until it can be stored.
         let agent = &self.inner.agent;
