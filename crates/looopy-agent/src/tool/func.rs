@@ -133,13 +133,9 @@ impl<T: Tool> IntoDynTool for T {
     }
 }
 
-impl<A, F, Fut, O, E> IntoDynTool for FnTool<A, F>
+impl<A, F> IntoDynTool for FnTool<A, F>
 where
-    A: DeserializeOwned + JsonSchema + Send + 'static,
-    F: Fn(A, ToolContext) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<O, E>> + Send + 'static,
-    O: Serialize + 'static,
-    E: std::fmt::Display + 'static,
+    FnTool<A, F>: DynTool + 'static,
 {
     fn into_dyn_tool(self) -> Arc<dyn DynTool> {
         Arc::new(self)
