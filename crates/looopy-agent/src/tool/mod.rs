@@ -17,6 +17,7 @@ pub(crate) mod exec;
 mod func;
 mod registry;
 mod schema;
+pub mod workspace;
 
 use std::future::Future;
 
@@ -31,6 +32,7 @@ pub use dynamic::{DynTool, ToolFuture};
 pub use func::{FnTool, IntoDynTool, tool_fn};
 pub use registry::ToolRegistry;
 pub use schema::{ArgumentValidator, SchemaError, schema_for_args};
+pub use workspace::{Workspace, WorkspaceError, WorkspaceLimits};
 
 /// A tool the model can call, shaped like rig's `Tool`: typed arguments, typed output, and
 /// an error that is shown to the model as the call's (error) result.
