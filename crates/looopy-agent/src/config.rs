@@ -48,6 +48,10 @@ pub struct AgentConfig {
     /// tokens of output is about 2 MiB of text) and below what would strain a small
     /// machine, since a turn's text is also held in memory for its history.
     pub max_turn_bytes: u64,
+    /// Chunk size and the per-artifact and per-task caps of what tools write with
+    /// [`ToolContext::file`](crate::tool::ToolContext::file) and friends; a tool crossing
+    /// a cap gets an error result and the artifact is closed as incomplete.
+    pub artifacts: crate::tool::ArtifactLimits,
 }
 
 impl Default for AgentConfig {
@@ -63,6 +67,7 @@ impl Default for AgentConfig {
             agent_id: "looopy".to_string(),
             max_turn_events: 2_000_000,
             max_turn_bytes: 256 * 1024 * 1024,
+            artifacts: crate::tool::ArtifactLimits::default(),
         }
     }
 }

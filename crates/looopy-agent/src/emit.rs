@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 pub(crate) struct TurnLimits {
     pub(crate) max_events: u64,
     pub(crate) max_bytes: u64,
+    pub(crate) artifacts: crate::tool::ArtifactLimits,
 }
 
 /// Stamps and appends the events of one task. Cheap to clone.
@@ -42,6 +43,8 @@ struct Inner {
     cancel: Mutex<Option<CancellationToken>>,
     /// Why the turn was stopped from here, if it was.
     stopped: Mutex<Option<ErrorInfo>>,
+    /// Artifacts this run wrote: ids in first-write order, and their bytes (the task cap).
+    artifacts: Mutex<(Vec<String>, u64)>,
 }
 
 /// What the emit lock guards: the numbering and the turn's running size.
@@ -73,6 +76,7 @@ impl Emitter {
                 limits,
                 cancel: Mutex::new(None),
                 stopped: Mutex::new(None),
+                artifacts: Mutex::new((Vec::new(), 0)),
             }),
         }
     }
@@ -83,6 +87,45 @@ impl Emitter {
 
     pub(crate) fn context_id(&self) -> &str {
         &self.inner.stamp.context_id
+    }
+
+    /// The store events are appended to (artifact content is kept there too).
+    pub(crate) fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    /// The artifact limits of the turn.
+    pub(crate) fn artifact_limits(&self) -> crate::tool::ArtifactLimits {
+        self.inner.limits.artifacts
+    }
+
+    /// Notes artifact `id` and counts `bytes` against `cap`; false (nothing counted) when
+    /// the task would exceed it.
+    pub(crate) fn reserve_artifact(&self, id: &str, bytes: u64, cap: u64) -> bool {
+        let mut ledger = self
+            .inner
+            .artifacts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let total = ledger.1.saturating_add(bytes);
+        if total > cap {
+            return false;
+        }
+        ledger.1 = total;
+        if !ledger.0.iter().any(|known| known == id) {
+            ledger.0.push(id.to_string());
+        }
+        true
+    }
+
+    /// Ids of the artifacts written in this run, in first-write order (`task-complete`).
+    pub(crate) fn artifact_ids(&self) -> Vec<String> {
+        self.inner
+            .artifacts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .0
+            .clone()
     }
 
     /// The turn this emitter stops when a limit is crossed or storage fails.

@@ -220,6 +220,7 @@ impl Agent {
             crate::emit::TurnLimits {
                 max_events: config.max_turn_events,
                 max_bytes: config.max_turn_bytes,
+                artifacts: config.artifacts,
             },
             counted,
         )

@@ -1,5 +1,5 @@
 //! What a running tool can see and do besides its arguments: its call id, a cancellation
-//! signal, a progress reporter and the input-request flow.
+//! signal, a progress reporter, the input-request flow and the artifact API.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -11,6 +11,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::ToolFailure;
+use super::artifacts::{ArtifactError, ArtifactInfo, ArtifactSink, DatasetWriter, FileWriter};
 
 /// A question a tool asks before it can finish. The agent turns it into an
 /// `input-required` event and pauses the turn durably until it is answered.
@@ -86,6 +87,7 @@ pub struct ToolContext {
     progress: Option<Arc<dyn ProgressSink>>,
     provided_input: Option<Arc<Value>>,
     input_request: Arc<Mutex<Option<InputRequest>>>,
+    artifacts: Option<Arc<dyn ArtifactSink>>,
 }
 
 impl std::fmt::Debug for ToolContext {
@@ -108,7 +110,33 @@ impl ToolContext {
             progress: None,
             provided_input: None,
             input_request: Arc::new(Mutex::new(None)),
+            artifacts: None,
         }
+    }
+
+    /// Sends artifacts to `sink` (without one, artifact events are dropped).
+    pub fn with_artifacts(mut self, sink: Arc<dyn ArtifactSink>) -> Self {
+        self.artifacts = Some(sink);
+        self
+    }
+
+    /// Starts a file artifact named `name`: write its bytes with [`FileWriter::write`]
+    /// and end with [`FileWriter::finish`]. Text MIME types (`text/*`, JSON, XML...) travel
+    /// as UTF-8, others as base64. Writing the same name again in the task replaces it.
+    pub fn file(&self, name: &str, mime_type: &str) -> FileWriter {
+        FileWriter::new(self.artifacts.clone(), name, mime_type)
+    }
+
+    /// Writes a data artifact (`data-write`): the whole record, created or replaced.
+    pub async fn data(&self, name: &str, value: Value) -> Result<ArtifactInfo, ArtifactError> {
+        super::artifacts::write_data(self.artifacts.clone(), name, value).await
+    }
+
+    /// Starts a dataset artifact whose rows satisfy `schema` (sent once, with the first
+    /// batch): add rows with [`DatasetWriter::write_rows`], end with
+    /// [`DatasetWriter::finish`].
+    pub fn dataset(&self, name: &str, schema: Value) -> DatasetWriter {
+        DatasetWriter::new(self.artifacts.clone(), name, schema)
     }
 
     /// Uses `cancel` as the call's cancellation signal.

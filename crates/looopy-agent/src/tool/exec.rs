@@ -19,6 +19,8 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::ArtifactSink;
+use super::artifacts::sink::TurnArtifacts;
 use super::context::ProgressSink;
 use super::{InputRequest, ToolContext, ToolFailure, ToolRegistry};
 use crate::emit::Emitter;
@@ -233,9 +235,11 @@ impl ToolRunner {
             emitter: self.emitter.clone(),
             closed: tokio::sync::RwLock::new(false),
         });
+        let artifacts = Arc::new(TurnArtifacts::new(self.emitter.clone()));
         let mut ctx = ToolContext::new(call.id.clone())
             .with_cancellation(token.clone())
-            .with_progress(Arc::clone(&progress) as Arc<dyn ProgressSink>);
+            .with_progress(Arc::clone(&progress) as Arc<dyn ProgressSink>)
+            .with_artifacts(Arc::clone(&artifacts) as Arc<dyn ArtifactSink>);
         if let Some(value) = &inv.provided_input {
             ctx = ctx.with_provided_input(value.clone());
         }
@@ -253,6 +257,7 @@ impl ToolRunner {
         };
         // Waits for a report being written right now, so none lands after `tool-complete`.
         *progress.closed.write().await = true;
+        *artifacts.closed.write().await = true;
         let outcome = match joined {
             None => ToolOutcome::Canceled,
             Some(Err(_elapsed)) => ToolOutcome::Error(format!(

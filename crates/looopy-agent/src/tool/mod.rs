@@ -10,6 +10,7 @@
 //! `AgentBuilder::dyn_tool`), and one that does not compile is a [`SchemaError`] there,
 //! never a validator that lets every argument through.
 
+mod artifacts;
 mod builtin;
 mod context;
 mod dynamic;
@@ -25,6 +26,9 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+pub use artifacts::{
+    ArtifactError, ArtifactInfo, ArtifactLimits, ArtifactSink, DatasetWriter, FileWriter,
+};
 pub use builtin::{AskUser, AskUserArgs, Calculator, CalculatorArgs, CurrentTime, CurrentTimeArgs};
 pub use builtin::{CalcError, evaluate};
 pub use context::{InputRequest, ProgressSink, ToolContext};

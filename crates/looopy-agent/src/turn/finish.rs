@@ -61,7 +61,13 @@ impl Turn {
         metadata.insert("duration".into(), Value::from(duration));
         metadata.insert("iterations".into(), Value::from(self.counters.iteration));
         metadata.insert("tokensUsed".into(), Value::from(self.counters.tokens_used));
-        for event in TaskComplete::terminal_events(state, content, error, Vec::new(), metadata) {
+        for event in TaskComplete::terminal_events(
+            state,
+            content,
+            error,
+            self.emitter.artifact_ids(),
+            metadata,
+        ) {
             self.emitter.emit(event).await?;
         }
         Ok(())

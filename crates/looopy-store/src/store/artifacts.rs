@@ -136,6 +136,51 @@ impl Store {
             .await
     }
 
+    /// Merges `patch`'s keys into the artifact's metadata object (a streamed artifact learns
+    /// its size, sha256 and completeness only at its last chunk). Fails with
+    /// [`StoreError::NotFound`] when the artifact was never put.
+    pub async fn merge_artifact_metadata(
+        &self,
+        artifact_id: &str,
+        patch: serde_json::Value,
+    ) -> Result<(), StoreError> {
+        let artifact_id = artifact_id.to_string();
+        self.pool()
+            .run(move |conn| {
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                let current: Option<String> = tx
+                    .prepare_cached("SELECT metadata FROM artifacts WHERE artifact_id = ?1")?
+                    .query_row([&artifact_id], |row| row.get(0))
+                    .optional()?;
+                let Some(current) = current else {
+                    return Err(StoreError::NotFound {
+                        what: "artifact",
+                        id: artifact_id,
+                    });
+                };
+                let mut merged: serde_json::Value =
+                    decode_json(&current, "artifacts", &artifact_id, "metadata")?;
+                if let (Some(into), serde_json::Value::Object(from)) =
+                    (merged.as_object_mut(), &patch)
+                {
+                    into.extend(from.clone());
+                } else {
+                    merged = patch.clone();
+                }
+                tx.prepare_cached(
+                    "UPDATE artifacts SET metadata = ?2, updated_at = ?3 WHERE artifact_id = ?1",
+                )?
+                .execute(params![
+                    artifact_id,
+                    encode_json(&merged)?,
+                    encode_time(&Utc::now())
+                ])?;
+                tx.commit()?;
+                Ok(())
+            })
+            .await
+    }
+
     /// The artifact with its whole content, if it exists.
     pub async fn get_artifact(
         &self,
