@@ -201,6 +201,24 @@ impl Store {
             .await
     }
 
+    /// A task's artifacts in creation order, each with its whole content.
+    pub async fn task_artifacts(&self, task_id: &str) -> Result<Vec<ArtifactRecord>, StoreError> {
+        let task_id = task_id.to_string();
+        self.pool()
+            .run(move |conn| {
+                // One read transaction, so record and chunks come from the same snapshot.
+                let tx = conn.transaction()?;
+                let raws = tx
+                    .prepare_cached(&format!(
+                        "SELECT {COLUMNS} FROM artifacts WHERE task_id = ?1 ORDER BY created_at, artifact_id"
+                    ))?
+                    .query_map([&task_id], raw)?
+                    .collect::<Result<Vec<_>, _>>()?;
+                raws.into_iter().map(|r| decode(&tx, r)).collect()
+            })
+            .await
+    }
+
     /// A context's artifacts in creation order, each with its whole content.
     pub async fn list_artifacts(
         &self,
