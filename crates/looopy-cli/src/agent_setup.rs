@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use looopy_agent::tool::ToolRegistry;
+use looopy_agent::tool::{ToolRegistry, Workspace};
 use looopy_agent::{Agent, AgentConfig, ToolProtocol};
 use looopy_llm::Provider;
 use looopy_store::{Store, StoreError, StoreOptions};
@@ -182,7 +182,8 @@ fn build_provider(
     })
 }
 
-/// Opens the store and builds the agent with the built-in tools.
+/// Opens the store and builds the agent with the built-in tools (and the workspace tools
+/// with `--workspace`).
 pub async fn build(args: &AgentArgs) -> Result<(Agent, ProviderKind)> {
     let resolved = resolve(args)?;
     if resolved.provider_kind == ProviderKind::Scripted && args.script.is_none() {
@@ -207,13 +208,23 @@ pub async fn build(args: &AgentArgs) -> Result<(Agent, ProviderKind)> {
                 .context(format!("opening database {}", resolved.db.display())));
         }
     };
-    let agent = Agent::new(
-        resolved.provider,
-        store,
-        ToolRegistry::builtin(),
-        resolved.config,
-    );
+    let agent = Agent::new(resolved.provider, store, tools(args)?, resolved.config);
     Ok((agent, resolved.provider_kind))
+}
+
+/// The built-in tools, plus the workspace tools when `--workspace` is given (and `shell`
+/// with `--allow-shell`). No workspace by default: the current directory is never written
+/// to unless the user names it.
+fn tools(args: &AgentArgs) -> Result<ToolRegistry> {
+    let registry = ToolRegistry::builtin();
+    let Some(dir) = &args.workspace else {
+        return Ok(registry);
+    };
+    let workspace = Workspace::open(dir)
+        .with_context(|| format!("opening workspace {}", dir.display()))?
+        .allow_shell(args.allow_shell);
+    tracing::info!(workspace = %workspace.root().display(), shell = args.allow_shell, "workspace tools on");
+    Ok(registry.with_workspace(workspace))
 }
 
 /// The database cannot be used: another process writes it (one writer per database), or it

@@ -101,6 +101,15 @@ pub struct AgentArgs {
     /// default.
     #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT", value_name = "URL")]
     pub otlp_endpoint: Option<String>,
+    /// Directory the workspace tools (list_files, read_file, write_file, edit_file,
+    /// search_files) work in, created if missing; paths outside it are refused. Without it
+    /// the agent has no file tools, so nothing is written anywhere unasked.
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// Also offer the `shell` tool: commands run with `sh -c` in the workspace (a working
+    /// directory, not a sandbox). Needs --workspace.
+    #[arg(long, requires = "workspace")]
+    pub allow_shell: bool,
 }
 
 #[derive(Debug, Args)]

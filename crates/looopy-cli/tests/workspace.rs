@@ -1,0 +1,148 @@
+//! `looopy run --workspace` end to end: the real binary, the scripted model calling the
+//! workspace tools from a script file, files on disk.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+fn looopy(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_looopy"))
+        .args(args)
+        .current_dir(dir)
+        .env("LOOOPY_DB", dir.join("l.db"))
+        .env("HOME", dir)
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("LOOOPY_PROVIDER")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .expect("run looopy")
+}
+
+/// Writes `poem.txt`, tries to write outside the workspace, reads the poem back, and
+/// answers with what it read.
+const SCRIPT: &str = r#"
+- name: poem
+  responses:
+    - steps:
+        - tool_call: {name: write_file, arguments: {path: "poems/poem.txt", content: "an old silent pond\na frog jumps in\nsplash! silence again\n"}}
+    - steps:
+        - tool_call: {name: write_file, arguments: {path: "../escaped.txt", content: "nope"}}
+    - steps:
+        - tool_call: {name: read_file, arguments: {path: "poems/poem.txt"}}
+    - "[scripted model] I read: {{last_tool_result}}"
+"#;
+
+#[test]
+fn run_writes_and_reads_a_file_in_the_workspace() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("script.yaml");
+    std::fs::write(&script, SCRIPT).unwrap();
+    let work = dir.path().join("work");
+    let out = looopy(
+        dir.path(),
+        &[
+            "run",
+            "--script",
+            script.to_str().unwrap(),
+            "--workspace",
+            work.to_str().unwrap(),
+            "write a haiku to poem.txt",
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(work.join("poems/poem.txt")).unwrap(),
+        "an old silent pond\na frog jumps in\nsplash! silence again\n"
+    );
+    assert!(stdout.contains("I read: "), "{stdout}");
+    assert!(stdout.contains("a frog jumps in"), "{stdout}");
+    // The escape was an error result, not a write next to the workspace.
+    assert!(!dir.path().join("escaped.txt").exists());
+    let json = looopy(
+        dir.path(),
+        &[
+            "run",
+            "--json",
+            "--script",
+            script.to_str().unwrap(),
+            "--workspace",
+            work.to_str().unwrap(),
+            "again",
+        ],
+    );
+    let events = String::from_utf8_lossy(&json.stdout);
+    assert!(json.status.success(), "{events}");
+    assert!(events.contains("outside the workspace"), "{events}");
+    assert!(!dir.path().join("escaped.txt").exists());
+}
+
+#[test]
+fn without_a_workspace_nothing_is_written_to_the_current_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("script.yaml");
+    std::fs::write(&script, SCRIPT).unwrap();
+    let out = looopy(
+        dir.path(),
+        &["run", "--script", script.to_str().unwrap(), "write a haiku"],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(!dir.path().join("poems").exists());
+    assert!(!dir.path().join("poem.txt").exists());
+}
+
+#[test]
+fn allow_shell_runs_commands_in_the_workspace_and_needs_a_workspace() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("script.yaml");
+    std::fs::write(
+        &script,
+        r#"
+- responses:
+    - steps:
+        - tool_call: {name: shell, arguments: {command: "echo from-shell > made.txt; pwd"}}
+    - "[scripted model] {{last_tool_result}}"
+"#,
+    )
+    .unwrap();
+    let work = dir.path().join("work");
+    let script = script.to_str().unwrap();
+    let work_arg = work.to_str().unwrap();
+    let out = looopy(
+        dir.path(),
+        &[
+            "run",
+            "--script",
+            script,
+            "--workspace",
+            work_arg,
+            "--allow-shell",
+            "go",
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert_eq!(
+        std::fs::read_to_string(work.join("made.txt")).unwrap(),
+        "from-shell\n"
+    );
+    // Without --allow-shell the model's shell call is refused (unknown tool).
+    std::fs::remove_file(work.join("made.txt")).unwrap();
+    let off = looopy(
+        dir.path(),
+        &["run", "--script", script, "--workspace", work_arg, "go"],
+    );
+    assert!(off.status.success());
+    assert!(!work.join("made.txt").exists());
+    // --allow-shell alone is a usage error.
+    let alone = looopy(
+        dir.path(),
+        &["run", "--script", script, "--allow-shell", "go"],
+    );
+    assert_eq!(alone.status.code(), Some(2));
+}
