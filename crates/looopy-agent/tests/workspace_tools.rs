@@ -102,7 +102,9 @@ async fn write_read_list_edit_a_file() {
     let written = write(ws, "notes/poem.txt", "an old silent pond\n")
         .await
         .unwrap();
-    assert_eq!(written, json!({"path": "notes/poem.txt", "bytes": 19}));
+    assert_eq!(written["path"], "notes/poem.txt");
+    assert_eq!(written["bytes"], 19);
+    assert!(!written["artifact_id"].as_str().unwrap().is_empty());
     assert_eq!(
         std::fs::read_to_string(ws.root().join("notes/poem.txt")).unwrap(),
         "an old silent pond\n"

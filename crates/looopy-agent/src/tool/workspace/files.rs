@@ -172,6 +172,35 @@ pub struct Written {
     pub path: String,
     /// The file's size now.
     pub bytes: usize,
+    /// The `file-write` artifact that carries the file to clients (stable per path).
+    pub artifact_id: String,
+}
+
+/// Sends the file just written as a `file-write` artifact named by its workspace path, so a
+/// client sees files appear as the agent writes them. Writing the path again replaces it.
+async fn publish(ctx: &ToolContext, path: &str, content: &[u8]) -> Result<String, WorkspaceError> {
+    let mut file = ctx.file(path, mime_type(path));
+    file.write(content).await?;
+    Ok(file.finish().await?.artifact_id)
+}
+
+/// The MIME type of a text file, by extension (the tools only write UTF-8 text).
+fn mime_type(path: &str) -> &'static str {
+    let extension = std::path::Path::new(path)
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    match extension.as_deref() {
+        Some("md" | "markdown") => "text/markdown",
+        Some("html" | "htm") => "text/html",
+        Some("css") => "text/css",
+        Some("csv") => "text/csv",
+        Some("js" | "mjs") => "text/javascript",
+        Some("json") => "application/json",
+        Some("xml") => "application/xml",
+        Some("svg") => "image/svg+xml",
+        _ => "text/plain",
+    }
 }
 
 impl Tool for WriteFile {
@@ -184,13 +213,23 @@ impl Tool for WriteFile {
         "Writes a workspace file, replacing it if it exists.".into()
     }
 
-    async fn call(&self, args: WriteFileArgs, _ctx: ToolContext) -> Result<Written, Self::Error> {
+    async fn call(&self, args: WriteFileArgs, ctx: ToolContext) -> Result<Written, Self::Error> {
         let workspace = self.0.clone();
-        blocking(move || write(&workspace, &args.path, args.content.as_bytes())).await
+        let path = args.path.clone();
+        let content = args.content.clone();
+        let bytes =
+            blocking(move || write(&workspace, &args.path, args.content.as_bytes())).await?;
+        let artifact_id = publish(&ctx, &path, content.as_bytes()).await?;
+        Ok(Written {
+            path,
+            bytes,
+            artifact_id,
+        })
     }
 }
 
-fn write(workspace: &Workspace, path: &str, content: &[u8]) -> Result<Written, WorkspaceError> {
+/// Writes `content` to `path`; returns the bytes written.
+fn write(workspace: &Workspace, path: &str, content: &[u8]) -> Result<usize, WorkspaceError> {
     let max = workspace.limits().write_bytes;
     if content.len() > max {
         return Err(WorkspaceError::TooLarge(format!(
@@ -202,10 +241,7 @@ fn write(workspace: &Workspace, path: &str, content: &[u8]) -> Result<Written, W
     file.write_all(content)
         .and_then(|()| file.flush())
         .map_err(|e| WorkspaceError::io(path, e))?;
-    Ok(Written {
-        path: path.to_string(),
-        bytes: content.len(),
-    })
+    Ok(content.len())
 }
 
 /// `edit_file`: replaces one exact, unique piece of text in a workspace file.
@@ -235,9 +271,10 @@ impl Tool for EditFile {
             .into()
     }
 
-    async fn call(&self, args: EditFileArgs, _ctx: ToolContext) -> Result<Written, Self::Error> {
+    async fn call(&self, args: EditFileArgs, ctx: ToolContext) -> Result<Written, Self::Error> {
         let workspace = self.0.clone();
-        blocking(move || {
+        let path = args.path.clone();
+        let text = blocking(move || {
             let max = workspace.limits().write_bytes as u64;
             let mut file = workspace.open_read(&args.path)?;
             let io = |e| WorkspaceError::io(&args.path, e);
@@ -258,11 +295,11 @@ impl Tool for EditFile {
                     "`old` was not found in {:?}; nothing changed",
                     args.path
                 ))),
-                1 => write(
-                    &workspace,
-                    &args.path,
-                    text.replacen(&args.old, &args.new, 1).as_bytes(),
-                ),
+                1 => {
+                    let text = text.replacen(&args.old, &args.new, 1);
+                    write(&workspace, &args.path, text.as_bytes())?;
+                    Ok(text)
+                }
                 n => Err(WorkspaceError::Edit(format!(
                     "`old` occurs {n} times in {:?}; include more context so it is unique; \
                      nothing changed",
@@ -270,6 +307,12 @@ impl Tool for EditFile {
                 ))),
             }
         })
-        .await
+        .await?;
+        let artifact_id = publish(&ctx, &path, text.as_bytes()).await?;
+        Ok(Written {
+            path,
+            bytes: text.len(),
+            artifact_id,
+        })
     }
 }

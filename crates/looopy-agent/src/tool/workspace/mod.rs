@@ -50,6 +50,10 @@ pub enum WorkspaceError {
     /// The file is larger than a tool accepts, or the content too large to write.
     #[error("{0}")]
     TooLarge(String),
+    /// The written file could not be sent as an artifact (e.g. a size cap was crossed);
+    /// the file itself is written.
+    #[error("written, but not sent as an artifact: {0}")]
+    Artifact(#[from] crate::tool::ArtifactError),
     /// Any other I/O failure.
     #[error("{path:?}: {source}")]
     Io {
