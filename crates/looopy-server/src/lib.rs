@@ -18,7 +18,8 @@
 //! | `GET /v1/contexts/{contextId}/events` | SSE of every task of the context; `Last-Event-ID` / `?lastEventId=`, `?taskId=`, `?kinds=a,b` |
 //! | `GET /v1/contexts/{contextId}/messages` | stored history (a page, oldest first) and `lastEventId` to stream from |
 //! | `GET /v1/contexts` | the caller's contexts (a page, most recently active first) |
-//! | `GET /v1/tasks/{taskId}` | a task's state, error, result and open input request |
+//! | `GET /v1/tasks/{taskId}` | a task's state, error, result, open input request and artifacts |
+//! | `GET /v1/tasks/{taskId}/artifacts` | `{"artifacts": [{artifactId, name, kind, mimeType, size, sha256, createdAt, complete}]}` |
 //! | `POST /v1/tasks/{taskId}/input` `{"inputId","value"}` | answer an input request and resume (202, or SSE as above) |
 //! | `POST /v1/tasks/{taskId}/cancel` | cancel a task (202) |
 //! | `GET /healthz` | liveness |

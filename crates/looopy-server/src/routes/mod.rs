@@ -1,5 +1,6 @@
 //! The REST routes under `/v1`, plus `/healthz`.
 
+mod artifacts;
 mod contexts;
 mod events;
 mod messages;
@@ -24,6 +25,10 @@ pub(crate) fn api_routes() -> Router<AppState> {
         )
         .route("/v1/contexts/{context_id}/events", get(events::get_events))
         .route("/v1/tasks/{task_id}", get(tasks::get_task))
+        .route(
+            "/v1/tasks/{task_id}/artifacts",
+            get(artifacts::list_artifacts),
+        )
         .route("/v1/tasks/{task_id}/input", post(tasks::provide_input))
         .route("/v1/tasks/{task_id}/cancel", post(tasks::cancel_task))
 }

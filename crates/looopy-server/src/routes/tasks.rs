@@ -38,6 +38,10 @@ pub(crate) struct TaskView {
     /// (`prompt`, `inputType`, `schema`, `options`, `requireUser`). The rest of the agent's
     /// resume state (held tool results, counters) stays private.
     pending: Option<PendingInputView>,
+    /// The task's artifacts (see `GET /v1/tasks/{taskId}/artifacts`); only on the single
+    /// task's view.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    artifacts: Option<Vec<super::artifacts::ArtifactSummary>>,
 }
 
 fn timestamp(t: &DateTime<Utc>) -> String {
@@ -57,17 +61,21 @@ impl From<TaskRecord> for TaskView {
             error: task.error,
             result: task.result,
             pending,
+            artifacts: None,
         }
     }
 }
 
 pub(crate) async fn get_task(
-    State(access): State<Access>,
+    State(state): State<AppState>,
     principal: Principal,
     IdPath(task_id): IdPath<TaskId>,
 ) -> Result<Json<TaskView>, ApiError> {
-    let task = access.authorize_task(&principal, &task_id).await?;
-    Ok(Json(task.into()))
+    let task = state.access().authorize_task(&principal, &task_id).await?;
+    let artifacts = super::artifacts::summaries(state.store(), &task.task_id).await?;
+    let mut view = TaskView::from(task);
+    view.artifacts = Some(artifacts);
+    Ok(Json(view))
 }
 
 #[derive(Debug, Deserialize)]
