@@ -77,3 +77,74 @@ async fn task_artifacts_lists_only_that_task_in_creation_order() {
     );
     assert!(store.task_artifacts("task-none").await.unwrap().is_empty());
 }
+
+/// Text of `n` bytes that differs along its length.
+fn text(n: usize, seed: u8) -> String {
+    (0..n)
+        .map(|i| char::from(b'a' + ((i as u8).wrapping_add(seed) % 26)))
+        .collect()
+}
+
+#[tokio::test]
+async fn large_content_moves_to_the_content_directory_and_reads_back_identical() {
+    let (dir, store) = common::open_temp();
+    let content_dir = dir.path().join("looopy.db-artifacts");
+    let mut file = ArtifactRecord::new("art-big", "ctx", "task-1", "file");
+    file.content = text(1000, 0);
+    store.put_artifact(&file).await.unwrap();
+    let mut expected = file.content.clone();
+    // 64 KiB chunks: the content passes 1 MiB on the 16th and moves to a file.
+    for i in 0..40u8 {
+        let chunk = text(64 * 1024, i);
+        store.append_artifact("art-big", &chunk).await.unwrap();
+        expected.push_str(&chunk);
+    }
+    let on_disk = content_dir.join("art-big");
+    assert!(on_disk.is_file());
+    assert_eq!(
+        std::fs::metadata(&on_disk).unwrap().len(),
+        expected.len() as u64
+    );
+    // Not in SQLite rows: the row's content is empty and no chunk rows are left.
+    let raw = common::raw_connection(&store);
+    let (row, chunks): (String, i64) = raw
+        .query_row(
+            "SELECT content, (SELECT COUNT(*) FROM artifact_chunks WHERE artifact_id = 'art-big') FROM artifacts WHERE artifact_id = 'art-big'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((row.as_str(), chunks), ("", 0));
+    let got = store.get_artifact("art-big").await.unwrap().unwrap();
+    assert!(got.content == expected, "content differs");
+    let listed = store.task_artifacts("task-1").await.unwrap();
+    assert!(listed[0].content == expected);
+
+    // Replacing the artifact removes its file; small content stays in the row.
+    let mut small = ArtifactRecord::new("art-big", "ctx", "task-1", "file");
+    small.content = "tiny".into();
+    store.put_artifact(&small).await.unwrap();
+    assert!(!on_disk.exists());
+    store.append_artifact("art-big", "+more").await.unwrap();
+    let got = store.get_artifact("art-big").await.unwrap().unwrap();
+    assert_eq!(got.content, "tiny+more");
+    assert!(!on_disk.exists());
+}
+
+#[tokio::test]
+async fn an_in_memory_store_keeps_large_content_in_its_private_directory() {
+    let store = looopy_store::Store::in_memory().unwrap();
+    let private = store.path().parent().unwrap().to_path_buf();
+    store
+        .put_artifact(&ArtifactRecord::new("art-m", "ctx", "task-1", "file"))
+        .await
+        .unwrap();
+    let chunk = text(700 * 1024, 3);
+    store.append_artifact("art-m", &chunk).await.unwrap();
+    store.append_artifact("art-m", &chunk).await.unwrap();
+    assert!(private.join("looopy.db-artifacts").join("art-m").is_file());
+    let got = store.get_artifact("art-m").await.unwrap().unwrap();
+    assert_eq!(got.content.len(), 2 * chunk.len());
+    drop(store);
+    assert!(!private.exists(), "the content goes with the store");
+}

@@ -1,6 +1,11 @@
 //! Artifacts: files, data records and datasets produced by tasks. The record holds the
 //! initial content; appended chunks live in their own rows so a file streamed in many
-//! chunks costs O(total) to write, not O(total²).
+//! chunks costs O(total) to write, not O(total²). Content past [`files::SPILL_BYTES`]
+//! moves to a file in a content directory beside the database (see [`files`]).
+
+mod files;
+
+use std::path::Path;
 
 use chrono::Utc;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
@@ -40,18 +45,26 @@ fn raw(row: &rusqlite::Row<'_>) -> rusqlite::Result<RawArtifact> {
 }
 
 /// Decodes a row and appends its chunks to the content.
-fn decode(conn: &Connection, raw: RawArtifact) -> Result<ArtifactRecord, StoreError> {
+fn decode(conn: &Connection, dir: &Path, raw: RawArtifact) -> Result<ArtifactRecord, StoreError> {
     let key = raw.artifact_id.as_str();
     let metadata = decode_json(&raw.metadata, "artifacts", key, "metadata")?;
     let created_at = decode_time(&raw.created_at, "artifacts", key, "created_at")?;
     let updated_at = decode_time(&raw.updated_at, "artifacts", key, "updated_at")?;
     let mut content = raw.content;
-    let mut stmt = conn.prepare_cached(
-        "SELECT data FROM artifact_chunks WHERE artifact_id = ?1 ORDER BY position",
-    )?;
-    let mut chunks = stmt.query([key])?;
-    while let Some(row) = chunks.next()? {
-        content.push_str(&row.get::<_, String>(0)?);
+    let spilled = match files::content_file(dir, key) {
+        Some(file) => files::read(&file)?,
+        None => None,
+    };
+    if let Some(text) = spilled {
+        content.push_str(&text);
+    } else {
+        let mut stmt = conn.prepare_cached(
+            "SELECT data FROM artifact_chunks WHERE artifact_id = ?1 ORDER BY position",
+        )?;
+        let mut chunks = stmt.query([key])?;
+        while let Some(row) = chunks.next()? {
+            content.push_str(&row.get::<_, String>(0)?);
+        }
     }
     Ok(ArtifactRecord {
         artifact_id: raw.artifact_id,
@@ -72,11 +85,15 @@ impl Store {
     pub async fn put_artifact(&self, a: &ArtifactRecord) -> Result<(), StoreError> {
         let a = a.clone();
         let metadata = encode_json(&a.metadata)?;
+        let dir = files::content_dir(self.path());
         self.pool()
             .run(move |conn| {
                 let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
                 tx.prepare_cached("DELETE FROM artifact_chunks WHERE artifact_id = ?1")?
                     .execute([&a.artifact_id])?;
+                if let Some(file) = files::content_file(&dir, &a.artifact_id) {
+                    files::remove(&file)?;
+                }
                 tx.prepare_cached(&format!(
                     "INSERT OR REPLACE INTO artifacts ({COLUMNS})
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
@@ -105,6 +122,7 @@ impl Store {
     pub async fn append_artifact(&self, artifact_id: &str, chunk: &str) -> Result<(), StoreError> {
         let artifact_id = artifact_id.to_string();
         let chunk = chunk.to_string();
+        let dir = files::content_dir(self.path());
         self.pool()
             .run(move |conn| {
                 let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -116,6 +134,20 @@ impl Store {
                         what: "artifact",
                         id: artifact_id,
                     });
+                }
+                let file = files::content_file(&dir, &artifact_id);
+                if let Some(file) = &file {
+                    if file.exists() {
+                        files::append(file, &chunk)?;
+                        tx.commit()?;
+                        return Ok(());
+                    }
+                    let size = files::stored_bytes(&tx, &artifact_id)?;
+                    if size.saturating_add(chunk.len() as u64) > files::SPILL_BYTES {
+                        files::spill(&tx, file, &artifact_id, &chunk)?;
+                        tx.commit()?;
+                        return Ok(());
+                    }
                 }
                 let last: Option<i64> = tx
                     .prepare_cached(
@@ -187,6 +219,7 @@ impl Store {
         artifact_id: &str,
     ) -> Result<Option<ArtifactRecord>, StoreError> {
         let artifact_id = artifact_id.to_string();
+        let dir = files::content_dir(self.path());
         self.pool()
             .run(move |conn| {
                 let tx = conn.transaction()?;
@@ -196,7 +229,7 @@ impl Store {
                     ))?
                     .query_row([&artifact_id], raw)
                     .optional()?;
-                found.map(|r| decode(&tx, r)).transpose()
+                found.map(|r| decode(&tx, &dir, r)).transpose()
             })
             .await
     }
@@ -204,6 +237,7 @@ impl Store {
     /// A task's artifacts in creation order, each with its whole content.
     pub async fn task_artifacts(&self, task_id: &str) -> Result<Vec<ArtifactRecord>, StoreError> {
         let task_id = task_id.to_string();
+        let dir = files::content_dir(self.path());
         self.pool()
             .run(move |conn| {
                 // One read transaction, so record and chunks come from the same snapshot.
@@ -214,7 +248,7 @@ impl Store {
                     ))?
                     .query_map([&task_id], raw)?
                     .collect::<Result<Vec<_>, _>>()?;
-                raws.into_iter().map(|r| decode(&tx, r)).collect()
+                raws.into_iter().map(|r| decode(&tx, &dir, r)).collect()
             })
             .await
     }
@@ -225,6 +259,7 @@ impl Store {
         context_id: &str,
     ) -> Result<Vec<ArtifactRecord>, StoreError> {
         let context_id = context_id.to_string();
+        let dir = files::content_dir(self.path());
         self.pool()
             .run(move |conn| {
                 // One read transaction, so record and chunks come from the same snapshot.
@@ -235,7 +270,7 @@ impl Store {
                     ))?
                     .query_map([&context_id], raw)?
                     .collect::<Result<Vec<_>, _>>()?;
-                raws.into_iter().map(|r| decode(&tx, r)).collect()
+                raws.into_iter().map(|r| decode(&tx, &dir, r)).collect()
             })
             .await
     }
