@@ -486,3 +486,62 @@ async fn aborting_the_shell_call_kills_the_process_group() {
         "background process {pid} survived the aborted call"
     );
 }
+
+#[tokio::test]
+async fn per_context_workspaces_keep_conversations_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = Workspace::per_context(dir.path()).unwrap();
+    let in_ctx = |c: &str| ToolContext::new("call").with_context_id(c);
+    for (context, content) in [("ctx-a", "from a"), ("ctx-b", "from b")] {
+        let args = WriteFileArgs {
+            path: "note.txt".into(),
+            content: content.into(),
+        };
+        WriteFile(ws.clone())
+            .call(args, in_ctx(context))
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("ctx-a/note.txt")).unwrap(),
+        "from a"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("ctx-b/note.txt")).unwrap(),
+        "from b"
+    );
+    let listed = ListFiles(ws.clone())
+        .call(ListFilesArgs { path: None }, in_ctx("ctx-a"))
+        .await
+        .unwrap();
+    assert_eq!(
+        to_json(listed)["entries"],
+        json!([{"name": "note.txt", "kind": "file", "size": 6}])
+    );
+    // A context cannot reach another context's directory, nor the base.
+    let other = ReadFile(ws.clone())
+        .call(
+            ReadFileArgs {
+                path: "../ctx-b/note.txt".into(),
+                offset: None,
+                limit: None,
+            },
+            in_ctx("ctx-a"),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(other, WorkspaceError::Escape(_)));
+    for context in ["..", "."] {
+        let bad = ListFiles(ws.clone())
+            .call(ListFilesArgs { path: None }, in_ctx(context))
+            .await
+            .unwrap_err();
+        assert!(matches!(bad, WorkspaceError::Escape(_)), "{context}: {bad}");
+    }
+    // Without a context id there is no workspace to pick.
+    let none = ListFiles(ws)
+        .call(ListFilesArgs { path: None }, ctx())
+        .await
+        .unwrap_err();
+    assert!(matches!(none, WorkspaceError::Escape(_)));
+}

@@ -88,6 +88,7 @@ pub struct ToolContext {
     provided_input: Option<Arc<Value>>,
     input_request: Arc<Mutex<Option<InputRequest>>>,
     artifacts: Option<Arc<dyn ArtifactSink>>,
+    context_id: Option<Arc<str>>,
 }
 
 impl std::fmt::Debug for ToolContext {
@@ -111,6 +112,7 @@ impl ToolContext {
             provided_input: None,
             input_request: Arc::new(Mutex::new(None)),
             artifacts: None,
+            context_id: None,
         }
     }
 
@@ -155,6 +157,18 @@ impl ToolContext {
     pub fn with_provided_input(mut self, value: Value) -> Self {
         self.provided_input = Some(Arc::new(value));
         self
+    }
+
+    /// Marks the call as part of conversation `context_id` (the agent sets it), so a tool
+    /// can keep per-conversation state, e.g. a workspace directory per context.
+    pub fn with_context_id(mut self, context_id: impl Into<String>) -> Self {
+        self.context_id = Some(Arc::from(context_id.into()));
+        self
+    }
+
+    /// The conversation the call belongs to; `None` for a context built by hand.
+    pub fn context_id(&self) -> Option<&str> {
+        self.context_id.as_deref()
     }
 
     /// The id of the tool call being executed.

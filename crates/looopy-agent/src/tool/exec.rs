@@ -237,6 +237,7 @@ impl ToolRunner {
         });
         let artifacts = Arc::new(TurnArtifacts::new(self.emitter.clone()));
         let mut ctx = ToolContext::new(call.id.clone())
+            .with_context_id(self.emitter.context_id())
             .with_cancellation(token.clone())
             .with_progress(Arc::clone(&progress) as Arc<dyn ProgressSink>)
             .with_artifacts(Arc::clone(&artifacts) as Arc<dyn ArtifactSink>);

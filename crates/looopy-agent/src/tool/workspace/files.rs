@@ -47,8 +47,8 @@ impl Tool for ListFiles {
             .into()
     }
 
-    async fn call(&self, args: ListFilesArgs, _ctx: ToolContext) -> Result<Listing, Self::Error> {
-        let workspace = self.0.clone();
+    async fn call(&self, args: ListFilesArgs, ctx: ToolContext) -> Result<Listing, Self::Error> {
+        let workspace = self.0.for_call(&ctx)?;
         blocking(move || {
             let relative = args.path.unwrap_or_default();
             let dir = workspace.resolve(&relative)?;
@@ -128,8 +128,8 @@ impl Tool for ReadFile {
             .into()
     }
 
-    async fn call(&self, args: ReadFileArgs, _ctx: ToolContext) -> Result<FileSlice, Self::Error> {
-        let workspace = self.0.clone();
+    async fn call(&self, args: ReadFileArgs, ctx: ToolContext) -> Result<FileSlice, Self::Error> {
+        let workspace = self.0.for_call(&ctx)?;
         blocking(move || {
             let max = workspace.limits().read_bytes;
             let limit = args.limit.unwrap_or(max).min(max);
@@ -214,7 +214,7 @@ impl Tool for WriteFile {
     }
 
     async fn call(&self, args: WriteFileArgs, ctx: ToolContext) -> Result<Written, Self::Error> {
-        let workspace = self.0.clone();
+        let workspace = self.0.for_call(&ctx)?;
         let path = args.path.clone();
         let content = args.content.clone();
         let bytes =
@@ -272,7 +272,7 @@ impl Tool for EditFile {
     }
 
     async fn call(&self, args: EditFileArgs, ctx: ToolContext) -> Result<Written, Self::Error> {
-        let workspace = self.0.clone();
+        let workspace = self.0.for_call(&ctx)?;
         let path = args.path.clone();
         let text = blocking(move || {
             let max = workspace.limits().write_bytes as u64;

@@ -26,7 +26,7 @@ pub use files::{EditFileArgs, ListFilesArgs, ReadFileArgs, WriteFileArgs};
 pub use search::{SearchFiles, SearchFilesArgs};
 pub use shell::{Shell, ShellArgs};
 
-use super::ToolRegistry;
+use super::{ToolContext, ToolRegistry};
 
 /// Why a workspace tool call failed; shown to the model as the call's error result.
 #[derive(Debug, thiserror::Error)]
@@ -126,6 +126,8 @@ struct Inner {
     root: PathBuf,
     limits: WorkspaceLimits,
     allow_shell: bool,
+    /// `root` holds one workspace per conversation (`root/<context id>`).
+    per_context: bool,
 }
 
 impl Workspace {
@@ -139,8 +141,41 @@ impl Workspace {
                 root,
                 limits: WorkspaceLimits::default(),
                 allow_shell: false,
+                per_context: false,
             }),
         })
+    }
+
+    /// One workspace per conversation under `base`: a call in context `c` works in
+    /// `base/c` (created on first use), so conversations on a server do not see each
+    /// other's files. A call without a context id is refused.
+    pub fn per_context(base: impl AsRef<Path>) -> std::io::Result<Self> {
+        let workspace = Self::open(base)?;
+        Ok(workspace.rebuild(|inner| inner.per_context = true))
+    }
+
+    /// The workspace a call works in: this one, or its context's directory when
+    /// [per context](Self::per_context).
+    pub(crate) fn for_call(&self, ctx: &ToolContext) -> Result<Workspace, WorkspaceError> {
+        if !self.inner.per_context {
+            return Ok(self.clone());
+        }
+        let context = ctx.context_id().unwrap_or_default();
+        // Context ids are validated where they enter (`[A-Za-z0-9._:-]`); a separator or a
+        // dot-only name must still never pick a directory outside `root`.
+        if context.is_empty() || context.contains(['/', '\\']) || context.chars().all(|c| c == '.')
+        {
+            return Err(WorkspaceError::Escape(context.to_string()));
+        }
+        let dir = self.root().join(context);
+        let opened = Self::open(&dir).map_err(|e| WorkspaceError::io(context, e))?;
+        if !opened.root().starts_with(self.root()) {
+            return Err(WorkspaceError::Escape(context.to_string()));
+        }
+        Ok(opened.rebuild(|inner| {
+            inner.limits = self.inner.limits.clone();
+            inner.allow_shell = self.inner.allow_shell;
+        }))
     }
 
     /// Uses `limits` instead of the defaults.
@@ -159,6 +194,7 @@ impl Workspace {
             root: self.inner.root.clone(),
             limits: self.inner.limits.clone(),
             allow_shell: self.inner.allow_shell,
+            per_context: self.inner.per_context,
         };
         change(&mut inner);
         Self {

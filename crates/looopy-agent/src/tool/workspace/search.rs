@@ -65,7 +65,7 @@ impl Tool for SearchFiles {
         args: SearchFilesArgs,
         ctx: ToolContext,
     ) -> Result<SearchResult, Self::Error> {
-        let workspace = self.0.clone();
+        let workspace = self.0.for_call(&ctx)?;
         let cancel = ctx.cancellation().clone();
         blocking(move || {
             let regex = regex::Regex::new(&args.pattern)

@@ -58,7 +58,7 @@ impl Tool for Shell {
     }
 
     async fn call(&self, args: ShellArgs, ctx: ToolContext) -> Result<ShellOutput, Self::Error> {
-        let workspace = &self.0;
+        let workspace = &self.0.for_call(&ctx)?;
         if !workspace.shell_allowed() {
             return Err(WorkspaceError::ShellDisabled);
         }
