@@ -122,19 +122,24 @@ async fn a_task_lists_its_artifacts_and_its_view_includes_them() {
     assert_eq!(file["name"], "blob.bin");
     assert_eq!(file["mimeType"], "application/octet-stream");
     assert_eq!(file["size"], 5000);
-    let sha: String = Sha256::digest(&expected)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    assert_eq!(file["sha256"], json!(sha));
+    assert_eq!(file["sha256"], json!(hex(&Sha256::digest(&expected))));
     assert_eq!(file["complete"], true);
     assert!(file["artifactId"].as_str().unwrap().starts_with("art-"));
     assert!(file["createdAt"].as_str().is_some());
     let data = &artifacts[1];
     assert_eq!(data["size"], "{\"ok\":true}".len());
+    assert_eq!(
+        data["sha256"],
+        json!(hex(&Sha256::digest(b"{\"ok\":true}")))
+    );
     assert_eq!(data["mimeType"], "application/json");
     let table = &artifacts[2];
     assert_eq!(table["size"], "{\"n\":1}\n{\"n\":2}\n".len());
+    assert_eq!(
+        table["sha256"],
+        json!(hex(&Sha256::digest(b"{\"n\":1}\n{\"n\":2}\n")))
+    );
+    assert_eq!(table["complete"], true);
 
     // Same isolation as tasks: an unknown task is 404.
     let r = c
@@ -146,4 +151,8 @@ async fn a_task_lists_its_artifacts_and_its_view_includes_them() {
 
     let _ = stop.send(());
     running.await.unwrap().unwrap();
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

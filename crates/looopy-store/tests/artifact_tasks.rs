@@ -76,6 +76,14 @@ async fn task_artifacts_lists_only_that_task_in_creation_order() {
         ]
     );
     assert!(store.task_artifacts("task-none").await.unwrap().is_empty());
+    let headers = store.task_artifact_headers("task-1").await.unwrap();
+    let ids: Vec<_> = headers.iter().map(|a| a.artifact_id.as_str()).collect();
+    assert_eq!(ids, ["a1", "a2"]);
+    assert!(
+        headers
+            .iter()
+            .all(|a| a.content.is_empty() && a.kind == "data")
+    );
 }
 
 /// Text of `n` bytes that differs along its length.

@@ -109,7 +109,8 @@ pub struct ArtifactInfo {
     pub name: String,
     /// Bytes written (file bytes; for data and datasets the JSON text).
     pub size: u64,
-    /// Lowercase hex sha256 of a file's bytes; `None` for data and datasets.
+    /// Lowercase hex sha256 of the content as downloaded (a file's bytes, a record's
+    /// compact JSON, a dataset's JSON Lines).
     pub sha256: Option<String>,
 }
 
@@ -199,6 +200,10 @@ fn incomplete(reason: &ArtifactError) -> Metadata {
     m
 }
 
+fn metadata_sha(text: &str) -> String {
+    file::hex(&Sha256::digest(text.as_bytes()))
+}
+
 /// Writes `data-write`: the whole record, creating or replacing the artifact.
 pub(crate) async fn write_data(
     sink: Option<Arc<dyn ArtifactSink>>,
@@ -206,22 +211,28 @@ pub(crate) async fn write_data(
     value: Value,
 ) -> Result<ArtifactInfo, ArtifactError> {
     let mut target = Target::new(sink, name);
-    let size = serde_json::to_vec(&value).map_or(0, |v| v.len() as u64);
+    // The compact JSON is what the store keeps and a client downloads.
+    let text = value.to_string();
+    let size = text.len() as u64;
     target.count(size)?;
+    let mut metadata = Metadata::new();
+    metadata.insert("size".into(), Value::from(size));
+    metadata.insert("sha256".into(), Value::String(metadata_sha(&text)));
     target
         .record(EventPayload::DataWrite(DataWrite {
             artifact_id: target.artifact_id.clone(),
             name: Some(name.to_string()),
             description: None,
             data: value,
-            metadata: Metadata::new(),
+            metadata,
         }))
         .await?;
+    let sha256 = metadata_sha(&text);
     Ok(ArtifactInfo {
         artifact_id: target.artifact_id,
         name: target.name,
         size,
-        sha256: None,
+        sha256: Some(sha256),
     })
 }
 

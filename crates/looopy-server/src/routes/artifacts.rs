@@ -38,9 +38,9 @@ pub(crate) struct ArtifactSummary {
 }
 
 impl ArtifactSummary {
-    /// Describes `a`. A finished file carries its size and sha256 from its last chunk; other
-    /// content is measured here (a streaming file is decoded once to measure it).
-    fn of(a: &ArtifactRecord) -> Self {
+    /// Describes `a` (a header, without content). A finished artifact carries its size and
+    /// sha256 in its metadata; one still streaming (or cut off) is read and measured.
+    async fn of(store: &Store, a: &ArtifactRecord) -> Result<Self, ApiError> {
         let meta = &a.metadata;
         let known = (
             meta.get("size").and_then(Value::as_u64),
@@ -49,11 +49,14 @@ impl ArtifactSummary {
         let (size, sha256) = match known {
             (Some(size), Some(sha)) => (size, sha.to_string()),
             _ => {
-                let bytes = content_bytes(a);
+                let bytes = match store.get_artifact(&a.artifact_id).await? {
+                    Some(full) => content_bytes(&full),
+                    None => Vec::new(),
+                };
                 (bytes.len() as u64, hex(&Sha256::digest(&bytes)))
             }
         };
-        Self {
+        Ok(Self {
             artifact_id: a.artifact_id.clone(),
             name: a.name.clone(),
             kind: a.kind.clone(),
@@ -70,7 +73,7 @@ impl ArtifactSummary {
                 .get("error")
                 .and_then(Value::as_str)
                 .map(str::to_string),
-        }
+        })
     }
 }
 
@@ -101,12 +104,11 @@ pub(crate) async fn summaries(
     store: &Store,
     task_id: &str,
 ) -> Result<Vec<ArtifactSummary>, ApiError> {
-    Ok(store
-        .task_artifacts(task_id)
-        .await?
-        .iter()
-        .map(ArtifactSummary::of)
-        .collect())
+    let mut out = Vec::new();
+    for header in store.task_artifact_headers(task_id).await? {
+        out.push(ArtifactSummary::of(store, &header).await?);
+    }
+    Ok(out)
 }
 
 pub(crate) async fn list_artifacts(

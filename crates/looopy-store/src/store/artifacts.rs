@@ -234,6 +234,43 @@ impl Store {
             .await
     }
 
+    /// A task's artifacts in creation order *without* their content (`content` is empty):
+    /// what a listing needs, at a cost independent of the artifacts' sizes.
+    pub async fn task_artifact_headers(
+        &self,
+        task_id: &str,
+    ) -> Result<Vec<ArtifactRecord>, StoreError> {
+        let task_id = task_id.to_string();
+        self.pool()
+            .run(move |conn| {
+                let raws = conn
+                    .prepare_cached(&format!(
+                        "SELECT {COLUMNS} FROM artifacts WHERE task_id = ?1 ORDER BY created_at, artifact_id"
+                    ))?
+                    .query_map([&task_id], raw)?
+                    .collect::<Result<Vec<_>, _>>()?;
+                raws.into_iter()
+                    .map(|mut r| {
+                        r.content = String::new();
+                        let key = r.artifact_id.as_str();
+                        Ok(ArtifactRecord {
+                            metadata: decode_json(&r.metadata, "artifacts", key, "metadata")?,
+                            created_at: decode_time(&r.created_at, "artifacts", key, "created_at")?,
+                            updated_at: decode_time(&r.updated_at, "artifacts", key, "updated_at")?,
+                            artifact_id: r.artifact_id,
+                            context_id: r.context_id,
+                            task_id: r.task_id,
+                            kind: r.kind,
+                            name: r.name,
+                            mime_type: r.mime_type,
+                            content: r.content,
+                        })
+                    })
+                    .collect()
+            })
+            .await
+    }
+
     /// A task's artifacts in creation order, each with its whole content.
     pub async fn task_artifacts(&self, task_id: &str) -> Result<Vec<ArtifactRecord>, StoreError> {
         let task_id = task_id.to_string();

@@ -170,6 +170,8 @@ pub struct DatasetWriter {
     schema: Option<Value>,
     index: u64,
     rows: u64,
+    /// Over the rows as JSON Lines, the form the store keeps and a client downloads.
+    hasher: Sha256,
 }
 
 impl std::fmt::Debug for DatasetWriter {
@@ -188,6 +190,7 @@ impl DatasetWriter {
             schema: Some(schema),
             index: 0,
             rows: 0,
+            hasher: Sha256::new(),
         }
     }
 
@@ -208,6 +211,10 @@ impl DatasetWriter {
             return Err(e);
         }
         self.rows += rows.len() as u64;
+        for row in &rows {
+            self.hasher.update(row.to_string().as_bytes());
+            self.hasher.update(b"\n");
+        }
         self.emit(rows, false, Metadata::new()).await
     }
 
@@ -216,13 +223,16 @@ impl DatasetWriter {
         self.target.check_open()?;
         let mut metadata = Metadata::new();
         metadata.insert("rowCount".into(), Value::from(self.rows));
+        metadata.insert("size".into(), Value::from(self.target.written));
+        let sha256 = hex(&std::mem::take(&mut self.hasher).finalize());
+        metadata.insert("sha256".into(), Value::String(sha256.clone()));
         self.target.closed = true;
         self.emit(Vec::new(), true, metadata).await?;
         Ok(ArtifactInfo {
             artifact_id: self.target.artifact_id.clone(),
             name: self.target.name.clone(),
             size: self.target.written,
-            sha256: None,
+            sha256: Some(sha256),
         })
     }
 
@@ -259,7 +269,7 @@ impl DatasetWriter {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(super) fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write as _;
     bytes.iter().fold(String::new(), |mut s, b| {
         let _ = write!(s, "{b:02x}");
