@@ -24,10 +24,13 @@ pub struct ArtifactLimits {
     /// bytes (rounded down) so the chunks' texts concatenate to the base64 of the whole file.
     /// Default 64 KiB.
     pub chunk_bytes: usize,
-    /// Most bytes of one artifact (file bytes, or the JSON of data and rows). Default 256 MiB.
+    /// Most bytes of one artifact (file bytes, or the JSON of data and rows). Default
+    /// 128 MiB.
     pub max_artifact_bytes: u64,
     /// Most artifact bytes one task may write in total, replaced content included. Default
-    /// 1 GiB.
+    /// 160 MiB: binary travels base64 (4/3 larger), so this keeps a task's artifact events
+    /// under the turn's default 256 MiB log limit (`AgentConfig::max_turn_bytes`) — a tool
+    /// gets a clean cap error rather than the whole turn failing `turn_too_large`.
     pub max_task_bytes: u64,
 }
 
@@ -35,8 +38,8 @@ impl Default for ArtifactLimits {
     fn default() -> Self {
         Self {
             chunk_bytes: 64 * 1024,
-            max_artifact_bytes: 256 * 1024 * 1024,
-            max_task_bytes: 1024 * 1024 * 1024,
+            max_artifact_bytes: 128 * 1024 * 1024,
+            max_task_bytes: 160 * 1024 * 1024,
         }
     }
 }
