@@ -185,6 +185,14 @@ fn build_provider(
 /// Opens the store and builds the agent with the built-in tools (and the workspace tools
 /// with `--workspace`).
 pub async fn build(args: &AgentArgs) -> Result<(Agent, ProviderKind)> {
+    build_with(args, false).await
+}
+
+/// [`build`], where `serve` gives every conversation its own workspace under the data
+/// directory (`<db dir>/workspaces/<context id>`) when `--workspace` is not given: a
+/// server's clients must not see each other's files, and a server has no "current
+/// directory" a user meant.
+pub async fn build_with(args: &AgentArgs, serve: bool) -> Result<(Agent, ProviderKind)> {
     let resolved = resolve(args)?;
     if resolved.provider_kind == ProviderKind::Scripted && args.script.is_none() {
         crate::render::note(
@@ -208,20 +216,27 @@ pub async fn build(args: &AgentArgs) -> Result<(Agent, ProviderKind)> {
                 .context(format!("opening database {}", resolved.db.display())));
         }
     };
-    let agent = Agent::new(resolved.provider, store, tools(args)?, resolved.config);
+    let tools = tools(args, serve.then_some(resolved.db.as_path()))?;
+    let agent = Agent::new(resolved.provider, store, tools, resolved.config);
     Ok((agent, resolved.provider_kind))
 }
 
 /// The built-in tools, plus the workspace tools when `--workspace` is given (and `shell`
-/// with `--allow-shell`). No workspace by default: the current directory is never written
-/// to unless the user names it.
-fn tools(args: &AgentArgs) -> Result<ToolRegistry> {
+/// with `--allow-shell`), or, for `serve` (`serve_db` is the database path), one workspace
+/// per context beside the database. No workspace by default for `run`/`chat`: the current
+/// directory is never written to unless the user names it.
+fn tools(args: &AgentArgs, serve_db: Option<&Path>) -> Result<ToolRegistry> {
     let registry = ToolRegistry::builtin();
-    let Some(dir) = &args.workspace else {
-        return Ok(registry);
+    let workspace = match (&args.workspace, serve_db) {
+        (Some(dir), _) => Workspace::open(dir),
+        (None, Some(db)) => {
+            let base = db.parent().unwrap_or(Path::new(".")).join("workspaces");
+            Workspace::per_context(base)
+        }
+        (None, None) => return Ok(registry),
     };
-    let workspace = Workspace::open(dir)
-        .with_context(|| format!("opening workspace {}", dir.display()))?
+    let workspace = workspace
+        .context("opening the workspace directory")?
         .allow_shell(args.allow_shell);
     tracing::info!(workspace = %workspace.root().display(), shell = args.allow_shell, "workspace tools on");
     Ok(registry.with_workspace(workspace))

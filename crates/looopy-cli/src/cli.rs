@@ -103,7 +103,8 @@ pub struct AgentArgs {
     pub otlp_endpoint: Option<String>,
     /// Directory the workspace tools (list_files, read_file, write_file, edit_file,
     /// search_files) work in, created if missing; paths outside it are refused. Without it
-    /// the agent has no file tools, so nothing is written anywhere unasked.
+    /// `run`/`chat` have no file tools, so nothing is written anywhere unasked, and `serve`
+    /// gives each context its own directory under `<db dir>/workspaces/`.
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
     /// Also offer the `shell` tool: commands run with `sh -c` in the workspace (a working

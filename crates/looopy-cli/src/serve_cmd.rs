@@ -62,7 +62,7 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
     if let Err(error) = config.validate() {
         return Ok(usage_error(&error.to_string()));
     }
-    let (agent, _) = agent_setup::build(&args.agent).await?;
+    let (agent, _) = agent_setup::build_with(&args.agent, true).await?;
     let bound = looopy_server::bind(config, agent).await?;
     let url = format!("http://{}", bound.local_addr());
     // So a second process refused the database can point its user here.

@@ -1,6 +1,8 @@
 //! `looopy run --workspace` end to end: the real binary, the scripted model calling the
 //! workspace tools from a script file, files on disk.
 
+mod support;
+
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
@@ -145,4 +147,56 @@ fn allow_shell_runs_commands_in_the_workspace_and_needs_a_workspace() {
         &["run", "--script", script, "--allow-shell", "go"],
     );
     assert_eq!(alone.status.code(), Some(2));
+}
+
+/// `serve` without `--workspace`: each context writes into its own directory under the
+/// data directory, so two conversations writing the same path do not meet.
+#[tokio::test]
+async fn serve_gives_each_context_its_own_workspace() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("data").join("looopy.db");
+    std::fs::create_dir_all(db.parent().unwrap()).unwrap();
+    let script = dir.path().join("script.yaml");
+    std::fs::write(
+        &script,
+        r#"
+- responses:
+    - steps:
+        - tool_call: {name: write_file, arguments: {path: "note.txt", content: "{{user}}"}}
+    - "[scripted model] written"
+"#,
+    )
+    .unwrap();
+    let server = support::start_default(&db, &["--script", script.to_str().unwrap()]);
+    let client = reqwest::Client::new();
+    for context in ["ctx-one", "ctx-two"] {
+        let status = client
+            .post(format!("{}/v1/contexts/{context}/messages", server.base))
+            .json(&serde_json::json!({"message": format!("hello from {context}")}))
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert!(status.is_success(), "{status}");
+    }
+    let workspaces = db.parent().unwrap().join("workspaces");
+    for context in ["ctx-one", "ctx-two"] {
+        let note = workspaces.join(context).join("note.txt");
+        // Bounded wait for the turn's tool call (a failure, not a hang, if it never comes).
+        let mut tries = 0;
+        while std::fs::read_to_string(&note).ok().as_deref()
+            != Some(&format!("hello from {context}"))
+        {
+            assert!(
+                tries < 3000,
+                "{} never appeared:\n{}",
+                note.display(),
+                server.log()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            tries += 1;
+        }
+    }
+    assert!(!dir.path().join("note.txt").exists());
+    server.terminate();
 }
