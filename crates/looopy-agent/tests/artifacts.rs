@@ -325,3 +325,83 @@ async fn the_task_cap_counts_every_artifact_of_the_task() {
     // The finished file is still the task's artifact.
     assert_eq!(complete.artifacts.len(), 1);
 }
+
+#[derive(Deserialize, JsonSchema)]
+struct NoArgs {}
+
+#[tokio::test]
+async fn artifacts_written_before_a_pause_for_input_are_listed_at_the_end() {
+    let db = TestDb::new();
+    let store = db.open();
+    // Writes "before.txt", asks a question; on the re-run with the answer writes "after.txt".
+    let tool = tool_fn(
+        "two_steps",
+        "Writes a note, asks, writes another.",
+        |_: NoArgs, ctx: ToolContext| async move {
+            match ctx.provided_input().cloned() {
+                None => {
+                    let mut f = ctx.file("before.txt", "text/plain");
+                    f.write("first".as_bytes()).await?;
+                    f.finish().await?;
+                    Err(ctx
+                        .require_input(looopy_agent::tool::InputRequest::clarification("go on?")))
+                }
+                Some(answer) => {
+                    let mut f = ctx.file("after.txt", "text/plain");
+                    f.write(answer.to_string().as_bytes()).await?;
+                    f.finish().await?;
+                    Ok("done".to_string())
+                }
+            }
+        },
+    );
+    let provider = scripted(vec![
+        Response::new().tool_call("two_steps", json!({})),
+        Response::new().text("finished"),
+    ]);
+    let agent = Agent::new(
+        std::sync::Arc::new(provider),
+        store.clone(),
+        ToolRegistry::new().with_tool(tool),
+        AgentConfig::default(),
+    );
+    let turn = agent.start_turn("ctx-pause", "go", None).await.unwrap();
+    let task_id = turn.task_id.clone();
+    assert_eq!(turn.wait().await.unwrap(), TaskState::WaitingInput);
+    let required = events(&store, "ctx-pause")
+        .await
+        .into_iter()
+        .find_map(|e| match e.payload {
+            EventPayload::InputRequired(r) => Some(r),
+            _ => None,
+        })
+        .unwrap();
+    let handle = agent
+        .provide_input(&task_id, &required.input_id, json!("yes"))
+        .await
+        .unwrap();
+    assert_eq!(handle.wait().await.unwrap(), TaskState::Completed);
+    let events = events(&store, "ctx-pause").await;
+    let complete = events
+        .iter()
+        .find_map(|e| match &e.payload {
+            EventPayload::TaskComplete(c) => Some(c.clone()),
+            _ => None,
+        })
+        .unwrap();
+    let names: Vec<_> = {
+        let mut names = Vec::new();
+        for id in &complete.artifacts {
+            let a = store.get_artifact(id).await.unwrap().unwrap();
+            names.push((a.name.unwrap(), a.content));
+        }
+        names
+    };
+    assert_eq!(
+        names,
+        [
+            ("before.txt".to_string(), "first".to_string()),
+            ("after.txt".to_string(), "\"yes\"".to_string())
+        ]
+    );
+}

@@ -61,13 +61,21 @@ impl Turn {
         metadata.insert("duration".into(), Value::from(duration));
         metadata.insert("iterations".into(), Value::from(self.counters.iteration));
         metadata.insert("tokensUsed".into(), Value::from(self.counters.tokens_used));
-        for event in TaskComplete::terminal_events(
-            state,
-            content,
-            error,
-            self.emitter.artifact_ids(),
-            metadata,
-        ) {
+        // From the store, so artifacts written before a pause for input count too; this
+        // run's own list if the store cannot answer.
+        let artifacts = match self
+            .shared
+            .store
+            .task_artifact_headers(&self.record.task_id)
+            .await
+        {
+            Ok(headers) => headers.into_iter().map(|a| a.artifact_id).collect(),
+            Err(error) => {
+                tracing::warn!(%error, task_id = %self.record.task_id, "artifact list not read; using this run's");
+                self.emitter.artifact_ids()
+            }
+        };
+        for event in TaskComplete::terminal_events(state, content, error, artifacts, metadata) {
             self.emitter.emit(event).await?;
         }
         Ok(())
