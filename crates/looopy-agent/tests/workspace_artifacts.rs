@@ -5,8 +5,8 @@
 mod common;
 
 use common::*;
-use looopy_agent::tool::{ToolRegistry, Workspace};
-use looopy_agent::{Agent, AgentConfig};
+use looopy_agent::Agent;
+use looopy_agent::tool::Workspace;
 use looopy_llm::scripted::Response;
 use looopy_protocol::{EventPayload, TaskState};
 use serde_json::json;
@@ -28,12 +28,12 @@ async fn written_and_edited_files_stream_as_one_file_artifact() {
         ),
         Response::new().text("done"),
     ]);
-    let agent = Agent::new(
-        std::sync::Arc::new(provider),
-        store.clone(),
-        ToolRegistry::new().with_workspace(workspace),
-        AgentConfig::default(),
-    );
+    let agent = Agent::builder()
+        .provider(provider)
+        .store(store.clone())
+        .workspace(workspace)
+        .build()
+        .unwrap();
     let turn = agent
         .start_turn("ctx-ws", "write a poem", None)
         .await

@@ -9,7 +9,7 @@ use looopy_store::Store;
 use super::Agent;
 use crate::AgentError;
 use crate::config::AgentConfig;
-use crate::tool::{DynTool, IntoDynTool, SchemaError, ToolRegistry};
+use crate::tool::{DynTool, IntoDynTool, SchemaError, ToolRegistry, Workspace};
 
 /// Builds an [`Agent`]; start with [`Agent::builder`].
 ///
@@ -85,6 +85,13 @@ impl AgentBuilder {
     /// Adds the built-in tools (`calculator`, `current_time`, `ask_user`).
     pub fn builtin_tools(mut self) -> Self {
         self.tools.merge(ToolRegistry::builtin());
+        self
+    }
+
+    /// Adds the workspace tools of `workspace` (`list_files`, `read_file`, `write_file`,
+    /// `edit_file`, `search_files`, and `shell` if enabled; see [`Workspace::tools`]).
+    pub fn workspace(mut self, workspace: Workspace) -> Self {
+        self.tools.merge(workspace.tools());
         self
     }
 
