@@ -273,21 +273,7 @@ impl Store {
 
     /// A task's artifacts in creation order, each with its whole content.
     pub async fn task_artifacts(&self, task_id: &str) -> Result<Vec<ArtifactRecord>, StoreError> {
-        let task_id = task_id.to_string();
-        let dir = files::content_dir(self.path());
-        self.pool()
-            .run(move |conn| {
-                // One read transaction, so record and chunks come from the same snapshot.
-                let tx = conn.transaction()?;
-                let raws = tx
-                    .prepare_cached(&format!(
-                        "SELECT {COLUMNS} FROM artifacts WHERE task_id = ?1 ORDER BY created_at, artifact_id"
-                    ))?
-                    .query_map([&task_id], raw)?
-                    .collect::<Result<Vec<_>, _>>()?;
-                raws.into_iter().map(|r| decode(&tx, &dir, r)).collect()
-            })
-            .await
+        self.artifacts_where("task_id", task_id).await
     }
 
     /// A context's artifacts in creation order, each with its whole content.
@@ -295,17 +281,27 @@ impl Store {
         &self,
         context_id: &str,
     ) -> Result<Vec<ArtifactRecord>, StoreError> {
-        let context_id = context_id.to_string();
+        self.artifacts_where("context_id", context_id).await
+    }
+
+    /// The artifacts whose `column` (a fixed column name, never caller input) equals
+    /// `value`, in creation order, read in one transaction so each record and its chunks
+    /// come from the same snapshot.
+    async fn artifacts_where(
+        &self,
+        column: &'static str,
+        value: &str,
+    ) -> Result<Vec<ArtifactRecord>, StoreError> {
+        let value = value.to_string();
         let dir = files::content_dir(self.path());
         self.pool()
             .run(move |conn| {
-                // One read transaction, so record and chunks come from the same snapshot.
                 let tx = conn.transaction()?;
                 let raws = tx
                     .prepare_cached(&format!(
-                        "SELECT {COLUMNS} FROM artifacts WHERE context_id = ?1 ORDER BY created_at, artifact_id"
+                        "SELECT {COLUMNS} FROM artifacts WHERE {column} = ?1 ORDER BY created_at, artifact_id"
                     ))?
-                    .query_map([&context_id], raw)?
+                    .query_map([&value], raw)?
                     .collect::<Result<Vec<_>, _>>()?;
                 raws.into_iter().map(|r| decode(&tx, &dir, r)).collect()
             })
