@@ -29,6 +29,11 @@ pub struct ChatRequest {
     pub temperature: Option<f32>,
     pub max_tokens: Option<u32>,
     pub stop: Vec<String>,
+    /// The name of the agent making the call: the root agent's id, or a sub-agent's name.
+    /// Real providers ignore it (it is not sent); the scripted model matches on it
+    /// (`when.agent`), so one script can drive a parent and its sub-agents independently.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
 }
 
 /// Token counts of one model call (never cumulative across calls).

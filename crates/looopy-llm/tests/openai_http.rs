@@ -80,6 +80,7 @@ async fn request_has_the_chat_completions_shape() {
         temperature: Some(0.2),
         max_tokens: Some(256),
         stop: vec!["\n\n".into()],
+        agent: None,
     };
     assert_hello(&events::collect(provider.stream(request)).await);
 

@@ -361,3 +361,110 @@ async fn calculator_flow_snapshot() {
         "second_call": merged_json(&second),
     }));
 }
+
+#[tokio::test]
+async fn a_haiku_request_writes_poem_txt_and_reports_it() {
+    let user = Message::user("write a haiku to poem.txt");
+    let tools = vec![tool("calculator"), tool("write_file"), tool("read_file")];
+    let first = play(request(vec![user.clone()], tools.clone())).await;
+    assert_well_formed(&first);
+    let calls = completed_calls(&first);
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].name, "write_file");
+    assert_eq!(calls[0].arguments["path"], "poem.txt");
+    let poem = calls[0].arguments["content"].as_str().unwrap();
+    assert_eq!(poem.lines().count(), 3, "{poem}");
+    assert_eq!(thoughts(&first).len(), 1);
+    assert_eq!(
+        finish(&first),
+        &LlmEvent::Finish {
+            reason: Some(FinishReason::ToolCalls)
+        }
+    );
+
+    let result = r#"{"path":"poem.txt","bytes":62,"artifact_id":"art-1"}"#;
+    let history = vec![
+        user,
+        Message::assistant_with_tools(text(&first), vec![calls[0].clone()]),
+        Message::tool_result(calls[0].id.clone(), "write_file", result, false),
+    ];
+    let second = play(request(history, tools)).await;
+    assert_well_formed(&second);
+    let answer = text(&second);
+    assert!(
+        answer.starts_with("[scripted model] I wrote a haiku to poem.txt: "),
+        "{answer}"
+    );
+    assert!(answer.contains("A frog jumps into the pond"), "{answer}");
+    assert!(thoughts(&second)[0].content.contains(result));
+    assert!(completed_calls(&second).is_empty());
+}
+
+#[tokio::test]
+async fn a_haiku_request_without_file_tools_says_how_to_get_them() {
+    let events = play(request(
+        vec![Message::user("write a haiku to poem.txt")],
+        all_tools(),
+    ))
+    .await;
+    assert_well_formed(&events);
+    assert!(completed_calls(&events).is_empty());
+    let answer = text(&events);
+    assert!(answer.starts_with("[scripted model]"), "{answer}");
+    assert!(answer.contains("--workspace"), "{answer}");
+}
+
+/// "research X": the parent (offered the `researcher` tool) delegates with the user's words;
+/// the researcher (a request from agent `researcher`) checks the clock, then answers; the
+/// parent reports the researcher's answer.
+#[tokio::test]
+async fn research_delegates_to_the_researcher_and_reports() {
+    let mut parent_tools = all_tools();
+    parent_tools.push(tool("researcher"));
+    let asked = Message::user("research the history of tea");
+    let events = play(request(vec![asked.clone()], parent_tools.clone())).await;
+    let calls = completed_calls(&events);
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].name, "researcher");
+    assert_eq!(
+        calls[0].arguments,
+        json!({"message": "research the history of tea"})
+    );
+
+    // The researcher's own turn: its message contains "research" too, but it is not offered
+    // the researcher tool and its agent-specific turn comes first.
+    let child = |messages: Vec<Message>| ChatRequest {
+        agent: Some("researcher".into()),
+        ..request(messages, vec![tool("current_time"), tool("calculator")])
+    };
+    let events = play(child(vec![asked.clone()])).await;
+    let clock = completed_calls(&events)[0].clone();
+    assert_eq!(clock.name, "current_time");
+    let events = play(child(vec![
+        asked.clone(),
+        Message::assistant_with_tools("", vec![clock.clone()]),
+        Message::tool_result(&clock.id, "current_time", "12:00", false),
+    ]))
+    .await;
+    let answer = text(&events);
+    assert!(
+        answer.starts_with("[scripted researcher] Notes on"),
+        "{answer}"
+    );
+    assert!(answer.contains("12:00"), "{answer}");
+
+    let call = calls[0].clone();
+    let events = play(request(
+        vec![
+            asked,
+            Message::assistant_with_tools("", vec![call.clone()]),
+            Message::tool_result(&call.id, "researcher", "tea notes", false),
+        ],
+        parent_tools,
+    ))
+    .await;
+    assert_eq!(
+        text(&events),
+        "[scripted model] The researcher reports: tea notes"
+    );
+}

@@ -44,6 +44,11 @@ pub struct ReasoningBlock {
 #[serde(rename_all = "camelCase")]
 pub struct Message {
     pub role: Role,
+    /// The sender's own id of this message (an A2A client's `messageId`), kept verbatim so
+    /// the conversation can be shown with the ids its sender knows. `None` for messages
+    /// the agent made and for messages stored before ids were kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
     /// Text content (may be empty for an assistant message that only calls tools).
     #[serde(default)]
     pub content: String,
@@ -68,6 +73,7 @@ impl Message {
     fn plain(role: Role, content: impl Into<String>) -> Self {
         Self {
             role,
+            id: None,
             content: content.into(),
             tool_calls: Vec::new(),
             tool_call_id: None,
@@ -87,6 +93,12 @@ impl Message {
 
     pub fn assistant(content: impl Into<String>) -> Self {
         Self::plain(Role::Assistant, content)
+    }
+
+    /// The same message with the sender's id (see [`Message::id`]).
+    pub fn with_id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
     }
 
     /// An assistant message that calls tools.
@@ -138,5 +150,13 @@ mod tests {
         assert_eq!(json[2]["toolCallId"], "call-1");
         let back: Vec<Message> = serde_json::from_value(json).unwrap();
         assert_eq!(back, msgs);
+        // The sender's id is kept when there is one; rows stored without it read as None.
+        let with = Message::user("hi").with_id("m-1");
+        let json = serde_json::to_value(&with).unwrap();
+        assert_eq!(json["id"], "m-1");
+        assert_eq!(serde_json::from_value::<Message>(json).unwrap(), with);
+        let old: Message =
+            serde_json::from_value(serde_json::json!({"role": "user", "content": "hi"})).unwrap();
+        assert_eq!(old.id, None);
     }
 }

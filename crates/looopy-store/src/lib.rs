@@ -64,4 +64,5 @@ pub use event_log::{Batch, EventLog, EventLogStats};
 pub use health::StorageFailure;
 pub use records::{ArtifactRecord, ContextRecord, TaskRecord};
 pub use schema::SCHEMA_VERSION;
-pub use store::{ContextCursor, Store, StoreOptions, TaskPage, TaskQuery};
+pub use store::{ArtifactBody, ArtifactContent};
+pub use store::{ContextCursor, PushConfigRecord, Store, StoreOptions, TaskPage, TaskQuery};

@@ -120,6 +120,27 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX tasks_active ON tasks(context_id, created_at, task_id)
         WHERE state IN ('submitted', 'working', 'waiting-input', 'waiting-auth', 'waiting-subtask');
     "#,
+    // v3: A2A push-notification configs (webhooks) per task, with each one's delivery
+    // cursor (the last event `seq` delivered), so deliveries resume after a restart.
+    r#"
+    CREATE TABLE push_configs (
+        task_id     TEXT NOT NULL,
+        config_id   TEXT NOT NULL,
+        context_id  TEXT NOT NULL,
+        owner       TEXT,
+        protocol    TEXT NOT NULL,
+        url         TEXT NOT NULL,
+        token       TEXT,
+        auth_scheme TEXT,
+        credentials TEXT,
+        from_seq    INTEGER NOT NULL,
+        cursor      INTEGER NOT NULL,
+        done        INTEGER NOT NULL DEFAULT 0,
+        created_at  TEXT NOT NULL,
+        PRIMARY KEY (task_id, config_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX push_configs_pending ON push_configs(done, created_at);
+    "#,
 ];
 
 /// The schema version this build writes.

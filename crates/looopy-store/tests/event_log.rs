@@ -381,6 +381,45 @@ async fn backpressure_with_a_tiny_queue_loses_nothing() {
     assert!(stats.batches_committed >= 667);
 }
 
+#[tokio::test]
+async fn the_byte_budget_bounds_big_events_in_flight_and_loses_nothing() {
+    let mut options = StoreOptions::default();
+    // 256 KiB of budget: four 64 KiB deltas at most wait for the writer, whatever the count
+    // allowed; an event larger than the whole budget still goes (alone).
+    options.queue_bytes = 256 * 1024;
+    let (_dir, store) = common::open_temp_with(options);
+    let log = store.event_log();
+    let big = "x".repeat(64 * 1024);
+    let mut expected = 0;
+    for seq in 1..=200 {
+        let mut event = delta("ctx", seq);
+        let text = if seq == 100 {
+            "y".repeat(1024 * 1024)
+        } else {
+            big.clone()
+        };
+        expected += text.len();
+        event.payload = EventPayload::ContentDelta(looopy_protocol::event::ContentDelta {
+            delta: text,
+            index: seq,
+        });
+        log.append(event).await.unwrap();
+    }
+    log.flush().await.unwrap();
+    let events = log.read_after("ctx", 0, 1000).await.unwrap();
+    assert_eq!(events.len(), 200);
+    let total: usize = events
+        .iter()
+        .map(|e| match &e.payload {
+            EventPayload::ContentDelta(d) => d.delta.len(),
+            _ => 0,
+        })
+        .sum();
+    assert_eq!(total, expected);
+    // The budget made the writer commit small batches (at most ~4 events of 64 KiB).
+    assert!(log.stats().largest_batch <= 5, "{:?}", log.stats());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_readers_while_writing_see_consistent_prefixes() {
     let (_dir, store) = common::open_temp();

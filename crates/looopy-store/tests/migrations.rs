@@ -40,6 +40,7 @@ async fn fresh_file_is_created_with_parent_dirs_wal_and_current_schema() {
             "event_contexts",
             "event_log",
             "messages",
+            "push_configs",
             "tasks"
         ]
     );
@@ -94,7 +95,7 @@ async fn v1_events_are_migrated_to_the_keyed_log_unchanged() {
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(
             "DROP VIEW events; DROP TABLE event_log; DROP TABLE event_contexts;
-             DROP INDEX tasks_active; DROP TABLE tasks;",
+             DROP INDEX tasks_active; DROP TABLE tasks; DROP TABLE push_configs;",
         )
         .unwrap();
         conn.execute_batch(V1_EVENTS).unwrap();

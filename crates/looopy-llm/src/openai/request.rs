@@ -166,6 +166,7 @@ mod tests {
             temperature: Some(0.5),
             max_tokens: Some(100),
             stop: vec!["END".into()],
+            agent: None,
         };
         let body: Value = serde_json::from_slice(&build_body(&request, "m").unwrap()).unwrap();
         assert_eq!(

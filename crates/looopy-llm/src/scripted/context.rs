@@ -32,6 +32,8 @@ pub(crate) struct Conversation {
     /// teaches `<execute>`): tool calls are written as an `<execute>` block and tool results
     /// arrive as `<results>` user messages.
     pub wire: bool,
+    /// The calling agent's name ([`ChatRequest::agent`]), for `when.agent`.
+    pub agent: Option<String>,
 }
 
 /// Whether a user message is a wire-protocol tool result rather than something the user said.
@@ -123,6 +125,7 @@ impl Conversation {
             message_count: messages.len(),
             input_chars,
             wire,
+            agent: request.agent.clone(),
         }
     }
 
@@ -140,7 +143,12 @@ impl Conversation {
             .tool_available
             .iter()
             .all(|name| self.tools.iter().any(|t| t == name));
-        contains && calculation && tools
+        let agent = matcher.agent.is_empty()
+            || self
+                .agent
+                .as_deref()
+                .is_some_and(|name| matcher.agent.iter().any(|a| a == name));
+        contains && calculation && tools && agent
     }
 
     /// Expands `{{user}}`, `{{last_tool_result}}` and `{{calculation}}` in one pass, so text
@@ -384,5 +392,13 @@ mod tests {
         );
         assert!(conv.matches(&Matcher::any().user_contains("nope").user_contains("WHAT")));
         assert!(!conv.matches(&Matcher::any().user_contains("nope")));
+        // `agent` holds only for a request that names one of the agents.
+        assert!(!conv.matches(&Matcher::any().agent("researcher")));
+        let researcher = Conversation {
+            agent: Some("researcher".into()),
+            ..conv.clone()
+        };
+        assert!(researcher.matches(&Matcher::any().agent("writer").agent("researcher")));
+        assert!(!researcher.matches(&Matcher::any().agent("writer")));
     }
 }

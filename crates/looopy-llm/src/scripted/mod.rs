@@ -14,6 +14,8 @@
 //!   when:                               # optional; all given conditions must hold
 //!     user_matches_calculation: true    # last user message has an expression like 6*7
 //!     tool_available: calculator        # the request offers this tool (string or list)
+//!     # agent: researcher               # the calling agent (ChatRequest::agent): a
+//!                                       # sub-agent's name or the root agent's id
 //!     # user_contains: [time, clock]    # any of these words/phrases (case-insensitive,
 //!                                       # whole words) in the last user message
 //!   responses:                          # one per model call within the user turn
@@ -42,7 +44,7 @@
 //! | step | effect |
 //! |---|---|
 //! | `text: "…"` (+ `chunk_size`, `delay_ms`) | streamed in chunks of `chunk_size` characters (default 4; larger for long texts, so there are at most [`MAX_TEXT_CHUNKS`]) with `delay_ms` between chunks (default 0); inline thoughts (`<thinking>…</thinking>`, attribute and self-closing forms) become reasoning events via the same thought splitter the real providers use |
-//! | `tool_call: {name, arguments, id}` | `arguments` is a mapping, or a string sent verbatim (invalid JSON gives `ToolCallInvalid`); `id` defaults to `call_scripted_<messages>_<index>` |
+//! | `tool_call: {name, arguments, id}` | `arguments` is a mapping, or a string sent verbatim (invalid JSON gives `ToolCallInvalid`); `id` defaults to `call_scripted_<messages>_<index>`; a value `{$repeat: {text, times}}` in the mapping is the string `text` repeated `times` times (see below) |
 //! | `repeat_text: {text, times}` | `times` text deltas of exactly `text`, no splitting, no pauses (load tests) |
 //! | `usage: {input_tokens, output_tokens, total_tokens}` | reported instead of the estimate (characters / 4) emitted otherwise |
 //! | `delay_ms: N` (alone) | pause before the next step |
@@ -54,6 +56,15 @@
 //! first arithmetic expression in the last user message). A missing value is the empty
 //! string. Values are inserted once and never expanded again; an unknown `{{name}}` is a load
 //! error.
+//!
+//! **Large arguments.** Inside a `tool_call`'s `arguments` mapping, a value that is a
+//! mapping with the single key `$repeat` — `content: {$repeat: {text: "ab\n", times: 100000}}`
+//! — becomes the string `text` repeated `times` times when the call plays (its `text` is
+//! literal: no templates). It lets a script of a few lines make a tool write a file of many
+//! megabytes, so end-to-end tests of chunked artifacts need no real model. All `$repeat`
+//! values of a script together may expand to at most [`MAX_REPEAT_BYTES`] (256 MiB); a
+//! script over that, or a malformed `$repeat`, is a load error. The expanded arguments are
+//! streamed like any others (at most [`MAX_TEXT_CHUNKS`] deltas).
 //!
 //! **Streaming details.** One thought splitter serves the whole response; it is flushed before
 //! each tool call, before `repeat_text` and at the end, so a thought left open there is closed
@@ -95,6 +106,7 @@
 mod context;
 mod parse;
 mod player;
+mod repeat;
 mod script;
 mod step_parse;
 
@@ -103,6 +115,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 pub use player::{MAX_TEXT_CHUNKS, MAX_THOUGHTS_PER_RESPONSE, SCRIPTED_FAILURE_KIND};
+pub use repeat::MAX_REPEAT_BYTES;
 pub use script::{DEFAULT_CHUNK_SIZE, Matcher, Response, Script, Step, ToolArguments, Turn};
 
 use context::Conversation;

@@ -9,6 +9,7 @@ use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 use super::context::unknown_template;
+use super::repeat::{self, MAX_REPEAT_BYTES};
 use super::script::{MAX_SCRIPT_BYTES, Response, Script, Step, ToolArguments, Turn};
 use super::step_parse::positive_chunk_size;
 
@@ -43,6 +44,7 @@ pub(crate) fn parse_script(text: &str) -> Result<Script, String> {
 
 /// Checks what serde cannot: every turn has a response and every template name exists.
 fn validate(script: &Script) -> Result<(), String> {
+    let mut repeated: u64 = 0;
     for (t, turn) in script.turns.iter().enumerate() {
         let turn_label = match &turn.name {
             Some(name) => format!("turn {t} ({name:?})"),
@@ -63,6 +65,13 @@ fn validate(script: &Script) -> Result<(), String> {
                         arguments: ToolArguments::Json(value),
                         ..
                     } => {
+                        repeated = repeated.saturating_add(repeat::expanded_bytes(value)?);
+                        if repeated > MAX_REPEAT_BYTES {
+                            return Err(format!(
+                                "{turn_label}, response {r}, step {s}: `$repeat` values of the \
+                                 script expand to more than {MAX_REPEAT_BYTES} bytes in total"
+                            ));
+                        }
                         let mut strings = Vec::new();
                         collect_strings(value, &mut strings);
                         strings
@@ -81,7 +90,11 @@ fn validate(script: &Script) -> Result<(), String> {
     Ok(())
 }
 
+/// The strings of `value` that templates apply to (a `$repeat` text is literal).
 fn collect_strings<'a>(value: &'a Value, out: &mut Vec<&'a str>) {
+    if repeat::is_directive(value) {
+        return;
+    }
     match value {
         Value::String(s) => out.push(s),
         Value::Array(items) => items.iter().for_each(|v| collect_strings(v, out)),

@@ -361,8 +361,12 @@ fn thought_info(thought: Thought) -> ThoughtInfo {
     }
 }
 
-/// Expands templates in every string of a JSON value.
+/// Expands templates in every string of a JSON value, and `$repeat` directives (whose text
+/// is taken literally).
 fn render_json(conversation: &Conversation, value: Value) -> Value {
+    if let Some(expanded) = super::repeat::expand(&value) {
+        return expanded;
+    }
     match value {
         Value::String(s) => Value::String(conversation.render(&s)),
         Value::Array(items) => Value::Array(

@@ -56,6 +56,11 @@ pub struct Matcher {
     /// Holds when the request offers every one of these tools.
     #[serde(deserialize_with = "super::parse::one_or_many")]
     pub(crate) tool_available: Vec<String>,
+    /// Holds when the request comes from one of these agents (the request's
+    /// [`agent`](crate::ChatRequest::agent): the root agent's id or a sub-agent's name), so
+    /// one script drives a parent and its sub-agents independently.
+    #[serde(deserialize_with = "super::parse::one_or_many")]
+    pub(crate) agent: Vec<String>,
 }
 
 /// One model response: steps played in order, plus streaming defaults for its text.
@@ -239,6 +244,13 @@ impl Matcher {
     /// Also require the request to offer tool `name`.
     pub fn tool_available(mut self, name: impl Into<String>) -> Self {
         self.tool_available.push(name.into());
+        self
+    }
+
+    /// Also require the request to come from agent `name` (any of the names given by
+    /// repeated calls): a sub-agent's name, or the root agent's id.
+    pub fn agent(mut self, name: impl Into<String>) -> Self {
+        self.agent.push(name.into());
         self
     }
 }

@@ -216,7 +216,17 @@ fn tool_call_step(call: RawToolCall) -> Result<Step, String> {
     let arguments = match call.arguments {
         None | Some(Value::Null) => ToolArguments::Json(Value::Object(Default::default())),
         Some(Value::String(raw)) => ToolArguments::Raw(raw),
-        Some(object @ Value::Object(_)) => ToolArguments::Json(object),
+        Some(Value::Object(map)) => {
+            // `$repeat` values are checked here, where the error can name the call; their
+            // total size is checked for the whole script (`parse::validate`).
+            super::repeat::check_arguments(&map)
+                .and_then(|()| {
+                    map.values()
+                        .try_for_each(|v| super::repeat::expanded_bytes(v).map(|_| ()))
+                })
+                .map_err(|e| format!("tool call `{name}`: {e}"))?;
+            ToolArguments::Json(Value::Object(map))
+        }
         Some(other) => {
             return Err(format!(
                 "tool call `{name}`: `arguments` must be a mapping (or a JSON string), not {other}"

@@ -273,7 +273,16 @@ pub struct Usage {
 #[serde(rename_all = "camelCase")]
 pub struct SubtaskCreated {
     pub subtask_id: String,
+    /// The sub-agent's name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_id: Option<String>,
+    /// The message the parent sent it.
     pub prompt: String,
+    /// The parent's tool call that delegated (the sub-agent is a tool to the parent's
+    /// model); its `tool-complete` carries the sub-agent's answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// For a remote (A2A) sub-agent: the task id the remote agent gave it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_task_id: Option<String>,
 }

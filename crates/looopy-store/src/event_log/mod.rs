@@ -28,7 +28,7 @@ use std::thread::JoinHandle;
 use futures::Stream;
 use looopy_protocol::Event;
 use rusqlite::Connection;
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, broadcast, mpsc, oneshot};
 
 use crate::db::Pool;
 use crate::health::StorageFailure;
@@ -97,7 +97,8 @@ impl Stats {
     reason = "appends are the hot path; boxing each event would cost an allocation apiece"
 )]
 pub(crate) enum Command {
-    Append(Event),
+    /// An event and its share of the queue's byte budget, given back once it is committed.
+    Append(Event, OwnedSemaphorePermit),
     /// Answered once everything before it is committed; `Some(context)` reports and
     /// clears only that context's refused events, `None` every context's.
     Flush(Option<String>, oneshot::Sender<Result<(), StoreError>>),
@@ -115,6 +116,12 @@ pub struct EventLog {
 // (letting the writer drain and exit) before `writer` joins the thread.
 struct Shared {
     queue: mpsc::Sender<Command>,
+    /// Bytes (estimated, see [`weight`]) of events queued or being committed: appends wait
+    /// for room, so a producer of big events (file chunks) cannot run ahead of the disk by
+    /// more than this, whatever the count of events.
+    budget: Arc<Semaphore>,
+    /// The budget's size in permits (KiB).
+    budget_total: u32,
     /// Weak, so that the writer holds the only strong sender and subscribers see `Closed`
     /// once it has stopped.
     live: broadcast::WeakSender<Batch>,
@@ -198,6 +205,8 @@ impl EventLog {
         Ok(EventLog {
             shared: Arc::new(Shared {
                 queue,
+                budget: Arc::new(Semaphore::new(budget_permits(options.queue_bytes) as usize)),
+                budget_total: budget_permits(options.queue_bytes),
                 live: weak_live,
                 reader,
                 stats,
@@ -217,6 +226,8 @@ impl EventLog {
         EventLog {
             shared: Arc::new(Shared {
                 queue,
+                budget: Arc::new(Semaphore::new(1)),
+                budget_total: 1,
                 live: live.downgrade(),
                 reader,
                 stats: Arc::new(Stats::default()),
@@ -246,9 +257,15 @@ impl EventLog {
                 ),
             });
         }
+        // An event larger than the whole budget waits for an empty queue and goes alone.
+        let wanted = weight(&event).clamp(1, self.shared.budget_total);
+        let permit = Arc::clone(&self.shared.budget)
+            .acquire_many_owned(wanted)
+            .await
+            .map_err(|_| StoreError::Closed)?;
         self.shared
             .queue
-            .send(Command::Append(event))
+            .send(Command::Append(event, permit))
             .await
             .map_err(|_| StoreError::Closed)
     }
@@ -363,5 +380,51 @@ impl EventLog {
     /// Writer counters so far.
     pub fn stats(&self) -> EventLogStats {
         self.shared.stats.snapshot()
+    }
+}
+
+/// Permits of the queue's byte budget: one per KiB, so that a budget of any useful size
+/// fits a `u32` request.
+fn budget_permits(queue_bytes: usize) -> u32 {
+    u32::try_from(queue_bytes / 1024)
+        .unwrap_or(u32::MAX)
+        .clamp(1, u32::try_from(Semaphore::MAX_PERMITS).unwrap_or(u32::MAX))
+}
+
+/// An event's estimated size in budget permits (KiB, rounded up). The frequent events
+/// (deltas, file chunks) are measured by their text without serializing; the rest are
+/// rarer and counted as the JSON they become.
+pub(crate) fn weight(event: &Event) -> u32 {
+    use looopy_protocol::EventPayload as P;
+    const ENVELOPE: usize = 256;
+    let bulk = match &event.payload {
+        P::FileWrite(w) => w.data.len(),
+        P::ContentDelta(d) => d.delta.len(),
+        P::ThoughtStream(t) => {
+            t.delta.as_ref().map_or(0, String::len) + t.content.as_ref().map_or(0, String::len)
+        }
+        P::ContentComplete(c) => c.content.len(),
+        other => {
+            let mut counter = ByteCounter(0);
+            match serde_json::to_writer(&mut counter, other) {
+                Ok(()) => counter.0,
+                Err(_) => 0,
+            }
+        }
+    };
+    u32::try_from(bulk.saturating_add(ENVELOPE).div_ceil(1024)).unwrap_or(u32::MAX)
+}
+
+/// A writer that only counts bytes.
+struct ByteCounter(usize);
+
+impl std::io::Write for ByteCounter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 = self.0.saturating_add(buf.len());
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }

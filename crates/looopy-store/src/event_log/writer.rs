@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use looopy_protocol::Event;
 use rusqlite::{Connection, TransactionBehavior};
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, broadcast, mpsc, oneshot};
 
 use super::checkpoint::Checkpointer;
 use super::rows::{self, ContextMemo, Encoder};
@@ -109,16 +109,25 @@ impl Writer {
         let mut closes: Vec<Reply> = Vec::new();
         while let Some(first) = self.commands.blocking_recv() {
             let mut events = Vec::with_capacity(self.max_batch.min(256));
-            self.take(first, &mut events, &mut flushes, &mut closes);
+            // The events' shares of the queue's byte budget, given back after the commit.
+            let mut permits = Vec::with_capacity(self.max_batch.min(256));
+            self.take(first, &mut events, &mut permits, &mut flushes, &mut closes);
             while events.len() < self.max_batch && flushes.is_empty() {
                 match self.commands.try_recv() {
-                    Ok(command) => self.take(command, &mut events, &mut flushes, &mut closes),
+                    Ok(command) => self.take(
+                        command,
+                        &mut events,
+                        &mut permits,
+                        &mut flushes,
+                        &mut closes,
+                    ),
                     Err(_) => break,
                 }
             }
             if !events.is_empty() {
                 self.commit(events);
             }
+            drop(permits);
             for (context_id, reply) in flushes.drain(..) {
                 self.answer(context_id.as_deref(), std::iter::once(reply));
             }
@@ -137,11 +146,15 @@ impl Writer {
         &mut self,
         command: Command,
         events: &mut Vec<Event>,
+        permits: &mut Vec<OwnedSemaphorePermit>,
         flushes: &mut Vec<FlushReply>,
         closes: &mut Vec<Reply>,
     ) {
         match command {
-            Command::Append(event) => events.push(event),
+            Command::Append(event, permit) => {
+                events.push(event);
+                permits.push(permit);
+            }
             Command::Flush(context_id, reply) => flushes.push((context_id, reply)),
             Command::Close(reply) => {
                 // Refuse new commands but keep draining the ones already queued.

@@ -3,7 +3,10 @@
 //! chunks costs O(total) to write, not O(total²). Content past [`files::SPILL_BYTES`]
 //! moves to a file in a content directory beside the database (see [`files`]).
 
+mod content;
 mod files;
+
+pub use content::{ArtifactBody, ArtifactContent};
 
 use std::path::Path;
 
@@ -125,6 +128,15 @@ impl Store {
         let dir = files::content_dir(self.path());
         self.pool()
             .run(move |conn| {
+                let file = files::content_file(&dir, &artifact_id);
+                if let Some(file) = &file {
+                    // Content already in its file: append there without a transaction, so
+                    // a big file's chunks do not contend with the event log for SQLite's
+                    // write lock. `updated_at` moves at the spill and at the last chunk.
+                    if file.exists() {
+                        return files::append(file, &chunk);
+                    }
+                }
                 let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
                 let changed = tx
                     .prepare_cached("UPDATE artifacts SET updated_at = ?2 WHERE artifact_id = ?1")?
@@ -135,13 +147,7 @@ impl Store {
                         id: artifact_id,
                     });
                 }
-                let file = files::content_file(&dir, &artifact_id);
                 if let Some(file) = &file {
-                    if file.exists() {
-                        files::append(file, &chunk)?;
-                        tx.commit()?;
-                        return Ok(());
-                    }
                     let size = files::stored_bytes(&tx, &artifact_id)?;
                     if size.saturating_add(chunk.len() as u64) > files::SPILL_BYTES {
                         files::spill(&tx, file, &artifact_id, &chunk)?;
@@ -240,14 +246,32 @@ impl Store {
         &self,
         task_id: &str,
     ) -> Result<Vec<ArtifactRecord>, StoreError> {
-        let task_id = task_id.to_string();
+        self.headers_where("task_id", task_id).await
+    }
+
+    /// A context's artifacts (of all its tasks) in creation order, without their content.
+    pub async fn context_artifact_headers(
+        &self,
+        context_id: &str,
+    ) -> Result<Vec<ArtifactRecord>, StoreError> {
+        self.headers_where("context_id", context_id).await
+    }
+
+    /// Headers of the artifacts whose `column` (a fixed column name, never caller input)
+    /// equals `value`, in creation order.
+    async fn headers_where(
+        &self,
+        column: &'static str,
+        value: &str,
+    ) -> Result<Vec<ArtifactRecord>, StoreError> {
+        let value = value.to_string();
         self.pool()
             .run(move |conn| {
                 let raws = conn
                     .prepare_cached(&format!(
-                        "SELECT {COLUMNS} FROM artifacts WHERE task_id = ?1 ORDER BY created_at, artifact_id"
+                        "SELECT {COLUMNS} FROM artifacts WHERE {column} = ?1 ORDER BY created_at, artifact_id"
                     ))?
-                    .query_map([&task_id], raw)?
+                    .query_map([&value], raw)?
                     .collect::<Result<Vec<_>, _>>()?;
                 raws.into_iter()
                     .map(|mut r| {

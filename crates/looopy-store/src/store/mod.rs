@@ -5,10 +5,13 @@ mod artifacts;
 mod contexts;
 mod memory;
 mod messages;
+mod push;
 mod task_pages;
 mod tasks;
 
+pub use artifacts::{ArtifactBody, ArtifactContent};
 pub use contexts::ContextCursor;
+pub use push::PushConfigRecord;
 pub use task_pages::{TaskPage, TaskQuery};
 
 use std::path::{Path, PathBuf};
@@ -31,6 +34,10 @@ pub struct StoreOptions {
     pub busy_timeout: Duration,
     /// Events that may wait for the writer before [`EventLog::append`] applies backpressure.
     pub queue_capacity: usize,
+    /// Bytes (estimated from the events' text) that may wait for the writer before
+    /// [`EventLog::append`] applies backpressure, whatever their count: with big events
+    /// (64 KiB file chunks) the count alone would let a fast producer queue hundreds of MiB.
+    pub queue_bytes: usize,
     /// Most events committed in one transaction.
     pub max_batch: usize,
     /// Committed batches a live subscriber may fall behind before it gets `Lagged`.
@@ -58,6 +65,7 @@ impl Default for StoreOptions {
         Self {
             busy_timeout: Duration::from_secs(5),
             queue_capacity: 8192,
+            queue_bytes: 8 * 1024 * 1024,
             max_batch: 2048,
             broadcast_capacity: 1024,
             pooled_connections: 4,
