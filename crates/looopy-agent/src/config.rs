@@ -52,6 +52,11 @@ pub struct AgentConfig {
     /// [`ToolContext::file`](crate::tool::ToolContext::file) and friends; a tool crossing
     /// a cap gets an error result and the artifact is closed as incomplete.
     pub artifacts: crate::tool::ArtifactLimits,
+    /// Most new turns of one context waiting behind its running turn (messages sent while
+    /// it runs); one more is refused with [`AgentError::QueueFull`](crate::AgentError::QueueFull)
+    /// (HTTP 429). The default, 32, is far more than a person types ahead, yet bounds what
+    /// a runaway client can pile up.
+    pub max_queued_turns: usize,
 }
 
 impl Default for AgentConfig {
@@ -68,6 +73,7 @@ impl Default for AgentConfig {
             max_turn_events: 2_000_000,
             max_turn_bytes: 256 * 1024 * 1024,
             artifacts: crate::tool::ArtifactLimits::default(),
+            max_queued_turns: 32,
         }
     }
 }

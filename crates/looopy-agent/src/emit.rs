@@ -2,7 +2,10 @@
 //! and appends them to the durable event log — the only way events reach consumers.
 //!
 //! Stamping and appending happen under one lock so the log receives a context's events in
-//! sequence order even when several tools of a batch report at the same time.
+//! sequence order even when several tools of a batch report at the same time. That lock is
+//! the context's [`Numbering`], shared by every emitter of the context in this process — the
+//! running turn, a queued turn announcing itself (`task-created`), sub-agent tasks — so
+//! tasks of one context can emit at the same time without breaking the log's order.
 //!
 //! The emitter is also where a turn is stopped from the outside of its loop: when the turn
 //! crosses its size limits (events or bytes, [`AgentConfig::max_turn_events`] and
@@ -38,6 +41,7 @@ struct Inner {
     stamp: Stamp,
     store: Store,
     state: tokio::sync::Mutex<State>,
+    numbering: Numbering,
     limits: TurnLimits,
     /// Cancelled to stop the turn (see the module docs); set with [`Emitter::stop_on`].
     cancel: Mutex<Option<CancellationToken>>,
@@ -47,20 +51,46 @@ struct Inner {
     artifacts: Mutex<(Vec<String>, u64)>,
 }
 
-/// What the emit lock guards: the numbering and the turn's running size.
+/// What the emitter's own lock guards: the turn's running size.
 struct State {
-    seq: Sequencer,
     events: u64,
     bytes: u64,
 }
 
+/// The sequence numbers of one context's events in this process, and the lock under which
+/// they are stamped and appended. Emitters of the same context share one (clones share);
+/// it is seeded from the log's last number on first use, so a numbering nobody held while
+/// the context's earlier events became durable continues the log without a gap.
+#[derive(Clone, Default)]
+pub(crate) struct Numbering(Arc<tokio::sync::Mutex<Option<Sequencer>>>);
+
+impl Numbering {
+    /// Whether `self` and `other` are the same numbering.
+    #[cfg(test)]
+    pub(crate) fn same(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// A weak reference, for a registry that must not keep it alive.
+    pub(crate) fn downgrade(&self) -> std::sync::Weak<tokio::sync::Mutex<Option<Sequencer>>> {
+        Arc::downgrade(&self.0)
+    }
+
+    /// The numbering behind a weak reference, while someone still holds it.
+    pub(crate) fn upgrade(
+        weak: &std::sync::Weak<tokio::sync::Mutex<Option<Sequencer>>>,
+    ) -> Option<Self> {
+        weak.upgrade().map(Self)
+    }
+}
+
 impl Emitter {
-    /// Events of `stamp`'s task, numbered after `seq`'s last number; `counted` is the size
-    /// (events, bytes) the turn already had when this run began (a resumed turn).
+    /// Events of `stamp`'s task, numbered by its context's `numbering`; `counted` is the
+    /// size (events, bytes) the turn already had when this run began (a resumed turn).
     pub(crate) fn new(
         store: Store,
         stamp: Stamp,
-        seq: Sequencer,
+        numbering: Numbering,
         limits: TurnLimits,
         counted: (u64, u64),
     ) -> Self {
@@ -69,16 +99,33 @@ impl Emitter {
                 stamp,
                 store,
                 state: tokio::sync::Mutex::new(State {
-                    seq,
                     events: counted.0,
                     bytes: counted.1,
                 }),
+                numbering,
                 limits,
                 cancel: Mutex::new(None),
                 stopped: Mutex::new(None),
                 artifacts: Mutex::new((Vec::new(), 0)),
             }),
         }
+    }
+
+    /// Events of another task of the same context — a sub-agent's child task, stamped
+    /// `stamp` — in the same numbering, with the same limits and a size of its own.
+    pub(crate) fn for_task(&self, stamp: Stamp, counted: (u64, u64)) -> Self {
+        Self::new(
+            self.inner.store.clone(),
+            stamp,
+            self.inner.numbering.clone(),
+            self.inner.limits,
+            counted,
+        )
+    }
+
+    /// Where this emitter's events belong.
+    pub(crate) fn stamp(&self) -> &Stamp {
+        &self.inner.stamp
     }
 
     pub(crate) fn task_id(&self) -> &str {
@@ -188,9 +235,7 @@ impl Emitter {
         let over = state.events > self.inner.limits.max_events
             || state.bytes > self.inner.limits.max_bytes;
         let (events, bytes) = (state.events, state.bytes);
-        let event = self.inner.stamp.stamp(&state.seq, payload);
-        let number = event.seq;
-        let appended = self.inner.store.event_log().append(event).await;
+        let appended = self.append(payload).await;
         drop(state);
         if over {
             let limits = self.inner.limits;
@@ -208,7 +253,29 @@ impl Emitter {
                 self.stop(storage_unavailable(error));
             }
         }
-        appended.map(|()| number)
+        appended
+    }
+
+    /// Stamps and appends under the context's numbering lock (seeding it from the log on
+    /// first use), so the log receives the context's events in sequence order.
+    async fn append(&self, payload: EventPayload) -> Result<u64, StoreError> {
+        let mut numbering = self.inner.numbering.0.lock().await;
+        let seq = match &*numbering {
+            Some(seq) => seq.clone(),
+            None => {
+                let last = self
+                    .inner
+                    .store
+                    .event_log()
+                    .last_seq(self.context_id())
+                    .await?;
+                numbering.insert(Sequencer::starting_after(last)).clone()
+            }
+        };
+        let event = self.inner.stamp.stamp(&seq, payload);
+        let number = event.seq;
+        self.inner.store.event_log().append(event).await?;
+        Ok(number)
     }
 
     /// Like [`emit`](Self::emit) for events whose loss must not end the turn (progress
@@ -234,14 +301,14 @@ impl Emitter {
     /// After events were refused: number the next events after what the log really holds,
     /// so the context's log stays gapless.
     pub(crate) async fn resync(&self) -> Result<(), StoreError> {
-        let mut state = self.inner.state.lock().await;
+        let mut numbering = self.inner.numbering.0.lock().await;
         let last = self
             .inner
             .store
             .event_log()
             .last_seq(self.context_id())
             .await?;
-        state.seq = Sequencer::starting_after(last);
+        *numbering = Some(Sequencer::starting_after(last));
         Ok(())
     }
 }
@@ -263,17 +330,34 @@ fn approximate_size(payload: &EventPayload) -> u64 {
     let text = match payload {
         EventPayload::ContentDelta(delta) => delta.delta.len(),
         EventPayload::ContentComplete(complete) => complete.content.len(),
-        other => {
-            let mut counter = ByteCounter(0);
-            if serde_json::to_writer(&mut counter, other).is_err() {
-                return ENVELOPE;
-            }
-            return counter.0 + ENVELOPE;
+        // A file chunk is its data (64 KiB by default) plus small descriptive fields:
+        // serializing the whole chunk just to measure it cost a full pass over every byte.
+        EventPayload::FileWrite(chunk) => {
+            let described = serialized_len(&chunk.metadata)
+                + [&chunk.name, &chunk.description, &chunk.mime_type]
+                    .into_iter()
+                    .flatten()
+                    .map(|s| s.len() as u64)
+                    .sum::<u64>();
+            return u64::try_from(chunk.data.len())
+                .unwrap_or(u64::MAX)
+                .saturating_add(described)
+                .saturating_add(ENVELOPE);
         }
+        other => return serialized_len(other) + ENVELOPE,
     };
     u64::try_from(text)
         .unwrap_or(u64::MAX)
         .saturating_add(ENVELOPE)
+}
+
+/// Bytes of `value` as JSON, counted without building the text (0 if it cannot be).
+fn serialized_len(value: &impl serde::Serialize) -> u64 {
+    let mut counter = ByteCounter(0);
+    match serde_json::to_writer(&mut counter, value) {
+        Ok(()) => counter.0,
+        Err(_) => 0,
+    }
 }
 
 /// A writer that only counts.

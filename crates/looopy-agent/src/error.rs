@@ -12,6 +12,12 @@ pub enum AgentError {
     /// A turn of this context is already running in this process.
     #[error("context {context_id} is busy with task {task_id}")]
     Busy { context_id: String, task_id: String },
+    /// A turn of this context is running and `limit` more already wait behind it
+    /// ([`AgentConfig::max_queued_turns`](crate::AgentConfig::max_queued_turns)).
+    #[error(
+        "context {context_id} already has {limit} messages queued behind its running turn; try again when one has started"
+    )]
+    QueueFull { context_id: String, limit: usize },
     /// The context's last turn is paused waiting for input; answer or cancel it first.
     #[error(
         "context {context_id} is waiting for input {input_id} of task {task_id}; provide it or cancel the task first"
@@ -87,6 +93,7 @@ impl AgentError {
     pub fn code(&self) -> &'static str {
         match self {
             Self::Busy { .. } => "busy",
+            Self::QueueFull { .. } => "queue_full",
             Self::WaitingInput { .. } => "waiting_input",
             Self::NotFound(_) => "not_found",
             Self::NotWaiting { .. } => "not_waiting",
@@ -112,6 +119,7 @@ impl AgentError {
             | Self::WrongInput { .. }
             | Self::NotRunning { .. } => 409,
             Self::NotFound(_) => 404,
+            Self::QueueFull { .. } => 429,
             Self::InvalidInput(_) | Self::InvalidId { .. } => 400,
             Self::Forbidden(_) => 403,
             Self::StorageUnavailable(_) => 503,
@@ -124,7 +132,10 @@ impl AgentError {
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
-            Self::Busy { .. } | Self::Store(_) | Self::StorageUnavailable(_)
+            Self::Busy { .. }
+                | Self::QueueFull { .. }
+                | Self::Store(_)
+                | Self::StorageUnavailable(_)
         )
     }
 }

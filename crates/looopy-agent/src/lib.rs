@@ -73,12 +73,14 @@ mod config;
 mod emit;
 mod error;
 mod history;
+pub mod subagent;
 mod telemetry;
 pub mod tool;
 mod turn;
 
 pub use agent::{
-    Agent, AgentBuilder, PendingInputView, TurnFollower, TurnHandle, belongs_to, settles,
+    Agent, AgentBuilder, ContextQueue, InputSource, PendingInputView, QueuedTurn, Recovered,
+    TurnFollower, TurnHandle, belongs_to, settles,
 };
 pub use config::{AgentConfig, ToolProtocol};
 pub use error::AgentError;

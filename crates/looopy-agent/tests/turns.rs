@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::*;
 use looopy_agent::tool::ToolRegistry;
-use looopy_agent::{Agent, AgentConfig, AgentError};
+use looopy_agent::{Agent, AgentConfig};
 use looopy_llm::scripted::Response;
 use looopy_protocol::{EventPayload, Role, TaskState};
 use serde_json::{Value, json};
@@ -362,7 +362,7 @@ async fn llm_failure_fails_the_turn_and_still_completes_the_stream() {
 }
 
 #[tokio::test]
-async fn a_second_concurrent_turn_is_busy() {
+async fn a_second_concurrent_turn_is_queued_not_refused() {
     let db = TestDb::new();
     let store = db.open();
     let agent = agent_with(
@@ -375,23 +375,18 @@ async fn a_second_concurrent_turn_is_busy() {
         AgentConfig::default(),
     );
     let first = agent.start_turn("ctx-busy", "one", None).await.unwrap();
-    let second = agent.start_turn("ctx-busy", "two", None).await;
-    match second {
-        Err(e @ AgentError::Busy { .. }) => {
-            assert_eq!(e.code(), "busy");
-            assert_eq!(e.http_status(), 409);
-        }
-        other => panic!("expected Busy, got {other:?}"),
-    }
+    // Queued behind the first (tests/queue.rs covers the queue itself).
+    let second = agent.start_turn("ctx-busy", "two", None).await.unwrap();
+    let queued = agent.context_queue("ctx-busy");
+    assert_eq!(queued.running.as_deref(), Some(first.task_id.as_str()));
+    assert_eq!(queued.queued.len(), 1);
     // Another context is independent.
     let other = agent.start_turn("ctx-other", "three", None).await.unwrap();
     first.cancel();
     assert_eq!(first.wait().await.unwrap(), TaskState::Canceled);
     other.wait().await.unwrap();
-    // Free again once the first turn ended.
-    let third = agent.start_turn("ctx-busy", "four", None).await.unwrap();
-    third.cancel();
-    third.wait().await.unwrap();
+    // The queued turn runs once the first ended.
+    assert_eq!(second.wait().await.unwrap(), TaskState::Completed);
     assert_well_formed(&events(&store, "ctx-busy").await);
 }
 

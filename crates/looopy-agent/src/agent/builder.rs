@@ -9,6 +9,7 @@ use looopy_store::Store;
 use super::Agent;
 use crate::AgentError;
 use crate::config::AgentConfig;
+use crate::subagent::{DEFAULT_MAX_DEPTH, RemoteDriver, SubAgentSpec, Team};
 use crate::tool::{DynTool, IntoDynTool, SchemaError, ToolRegistry, Workspace};
 
 /// Builds an [`Agent`]; start with [`Agent::builder`].
@@ -25,6 +26,9 @@ pub struct AgentBuilder {
     config: Option<AgentConfig>,
     /// The first hand-written tool refused for its schema: reported by `build`.
     tool_error: Option<SchemaError>,
+    sub_agents: Vec<SubAgentSpec>,
+    max_depth: Option<usize>,
+    remote: Option<Arc<dyn RemoteDriver>>,
 }
 
 impl std::fmt::Debug for AgentBuilder {
@@ -35,6 +39,8 @@ impl std::fmt::Debug for AgentBuilder {
             .field("tools", &self.tools)
             .field("config", &self.config)
             .field("tool_error", &self.tool_error)
+            .field("sub_agents", &self.sub_agents)
+            .field("max_depth", &self.max_depth)
             .finish()
     }
 }
@@ -101,6 +107,33 @@ impl AgentBuilder {
         self
     }
 
+    /// Adds a sub-agent: the model sees it as a tool named `spec.name` taking
+    /// `{"message": "..."}`, and calling it runs a child task (see [`crate::subagent`]).
+    /// A sub-agent's `tools` name tools added to this builder or other sub-agents.
+    pub fn sub_agent(mut self, spec: SubAgentSpec) -> Self {
+        self.sub_agents.push(spec);
+        self
+    }
+
+    /// Adds several sub-agents.
+    pub fn sub_agents(mut self, specs: impl IntoIterator<Item = SubAgentSpec>) -> Self {
+        self.sub_agents.extend(specs);
+        self
+    }
+
+    /// How deep delegation may nest (default [`DEFAULT_MAX_DEPTH`]): at 1 only this agent
+    /// delegates; sub-agents' calls to sub-agents are refused with an error result.
+    pub fn max_delegation_depth(mut self, depth: usize) -> Self {
+        self.max_depth = Some(depth);
+        self
+    }
+
+    /// Runs remote (A2A) sub-agents' child tasks with `driver`.
+    pub fn remote_driver(mut self, driver: Arc<dyn RemoteDriver>) -> Self {
+        self.remote = Some(driver);
+        self
+    }
+
     /// The agent's settings.
     pub fn config(mut self, config: AgentConfig) -> Self {
         self.config = Some(config);
@@ -121,11 +154,17 @@ impl AgentBuilder {
             Some(store) => store,
             None => Store::in_memory()?,
         };
-        Ok(Agent::new(
-            provider,
-            store,
-            self.tools,
-            self.config.unwrap_or_default(),
-        ))
+        let config = self.config.unwrap_or_default();
+        let team = Team::new(
+            self.sub_agents,
+            &self.tools,
+            &config,
+            self.max_depth.unwrap_or(DEFAULT_MAX_DEPTH),
+            self.remote,
+        )?;
+        let mut agent = Agent::new(provider, store, self.tools, config);
+        agent.shared.delegates = team.names().into();
+        agent.shared.team = Arc::new(team);
+        Ok(agent)
     }
 }

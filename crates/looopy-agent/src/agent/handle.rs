@@ -6,8 +6,11 @@ use looopy_store::Store;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::active::Claim;
 use super::follow::{FollowSpec, follow};
+use super::{Agent, Work};
 use crate::AgentError;
+use crate::turn::Turn;
 
 /// A turn (or the resumed part of one) running in the background. Dropping the handle does
 /// not stop the turn; its events are in the event log either way.
@@ -90,5 +93,76 @@ impl TurnFollower {
                 run_done: Some(self.run_done.clone()),
             },
         )
+    }
+}
+
+/// Running turns in the background, each with its handle.
+impl Agent {
+    pub(super) fn spawn(&self, turn: Turn, claim: Claim, work: Work, start_seq: u64) -> TurnHandle {
+        let context_id = turn.record.context_id.clone();
+        let task_id = turn.record.task_id.clone();
+        let cancel = turn.cancel.clone();
+        let span = turn.span.clone();
+        let run = self.clone().run(turn, claim, work);
+        self.handle(
+            (context_id, task_id, start_seq, cancel),
+            tracing::Instrument::instrument(run, span),
+        )
+    }
+
+    /// The handle of `run`, spawned now: ids, where its events start, its cancellation.
+    pub(super) fn handle(
+        &self,
+        (context_id, task_id, start_seq, cancel): (String, String, u64, CancellationToken),
+        run: impl std::future::Future<Output = Result<TaskState, AgentError>> + Send + 'static,
+    ) -> TurnHandle {
+        let run_done = CancellationToken::new();
+        let done_on_exit = run_done.clone().drop_guard();
+        let join = tokio::spawn(async move {
+            let _done_on_exit = done_on_exit;
+            run.await
+        });
+        TurnHandle {
+            context_id,
+            task_id,
+            start_seq,
+            cancel,
+            join,
+            store: self.shared.store.clone(),
+            run_done,
+        }
+    }
+
+    /// Drives `turn` to its end (or pause) while holding its context, then lets go.
+    pub(super) async fn run(
+        self,
+        mut turn: Turn,
+        claim: Claim,
+        work: Work,
+    ) -> Result<TaskState, AgentError> {
+        let agent = self;
+        {
+            let started = std::time::Instant::now();
+            let result = match work {
+                Work::Start => turn.drive().await,
+                Work::Resume(pending, value, metadata) => {
+                    turn.resume(*pending, value, metadata).await
+                }
+            };
+            let outcome = agent.end_run(&mut turn, result).await;
+            // A sub-agent's child that finished: its parents go on, in this run.
+            agent.continue_parents(&mut turn).await;
+            // Released as soon as the run's final events are durable (`end_run` flushed
+            // them): the next run of this context continues the sequence from the log, and
+            // a caller waiting on `Agent::run_released` goes on at once.
+            drop(claim);
+            crate::telemetry::turn_ended(
+                &turn.span,
+                outcome.as_ref().ok().copied(),
+                turn.counters.iteration,
+                started.elapsed(),
+            );
+            outcome
+        }
     }
 }

@@ -3,9 +3,11 @@
 
 mod active;
 mod builder;
+mod delegation;
 mod follow;
 mod handle;
 mod pending_input;
+mod queue;
 mod recovery;
 mod storage;
 
@@ -20,18 +22,22 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 pub use builder::AgentBuilder;
+pub use delegation::InputSource;
 pub use follow::{belongs_to, settles};
 pub use handle::{TurnFollower, TurnHandle};
 pub use pending_input::PendingInputView;
+pub use queue::{ContextQueue, QueuedTurn};
+pub use recovery::Recovered;
 
 use crate::AgentError;
 use crate::config::AgentConfig;
 use crate::tool::{ArgumentValidator, ToolRegistry};
 use crate::turn::{Counters, PendingTurn, Shared, Turn, TurnEnd};
-use active::{ActiveRuns, Claim};
+use active::{ActiveRuns, Claim, Place};
 
 /// Runs conversations. Cheap to clone; clones share their running turns. Use one `Agent`
-/// (and its clones) per store: the one-turn-per-context rule is enforced in memory.
+/// (and its clones) per store: the one-turn-per-context rule, and the queue of turns
+/// waiting behind a running one, are kept in memory (the queued turns are in the store too).
 #[derive(Clone)]
 pub struct Agent {
     shared: Shared,
@@ -52,7 +58,8 @@ impl std::fmt::Debug for Agent {
 /// What a background run does.
 enum Work {
     Start,
-    Resume(Box<PendingTurn>, Value),
+    /// The paused turn, the answer, and the `input-received` event's metadata.
+    Resume(Box<PendingTurn>, Value, Metadata),
 }
 
 impl Agent {
@@ -63,12 +70,7 @@ impl Agent {
         config: AgentConfig,
     ) -> Self {
         Self {
-            shared: Shared {
-                provider,
-                store,
-                tools: Arc::new(tools),
-                config: Arc::new(config),
-            },
+            shared: Shared::new(provider, store, tools, config),
             runs: ActiveRuns::default(),
             unrecorded: storage::Unrecorded::default(),
         }
@@ -94,9 +96,19 @@ impl Agent {
     /// Starts a turn in the background: the user message is stored, the task record
     /// written and `task-created`/`task-status: working` appended before this returns.
     ///
+    /// **While another turn of the context runs here**, the turn is queued instead and
+    /// starts when the turns ahead of it have settled (completed, failed, canceled, or
+    /// paused for input), in the order the messages came: the returned handle is the
+    /// queued task's (its `task-created` is logged and the task is `submitted` before this
+    /// returns; [`TurnHandle::events`] shows it start later). The queue is durable: after a
+    /// restart, [`recover`](Self::recover) starts the queued turns in order. Cancelling a
+    /// queued task ([`cancel`](Self::cancel)) takes it out of the queue; it never runs.
+    /// [`context_queue`](Self::context_queue) shows the queue.
+    ///
     /// `owner` is recorded on a new context and checked against an existing one.
-    /// Errors: `Busy` (a turn of the context is running here), `WaitingInput` (its last
-    /// turn is paused for input), `Forbidden`, `InvalidId`, `Store`.
+    /// Errors: `QueueFull` ([`AgentConfig::max_queued_turns`] turns already wait),
+    /// `WaitingInput` (nothing runs and its last turn is paused for input: answer or
+    /// cancel it), `Forbidden`, `InvalidId`, `Store`, `StorageUnavailable`.
     ///
     /// `context_id` is a [`ContextId`] (validated where it entered) or a string, which is
     /// validated here (`InvalidId`).
@@ -106,13 +118,23 @@ impl Agent {
         message: &str,
         owner: Option<&str>,
     ) -> Result<TurnHandle, AgentError> {
+        self.start_turn_with(context_id, Message::user(message), owner)
+            .await
+    }
+
+    /// [`start_turn`](Self::start_turn) with the user's message given whole, e.g. with the
+    /// sender's id ([`Message::with_id`]), which is stored with it. It is stored as a user
+    /// message whatever its `role`.
+    pub async fn start_turn_with(
+        &self,
+        context_id: impl TryInto<ContextId, Error: Into<AgentError>>,
+        message: Message,
+        owner: Option<&str>,
+    ) -> Result<TurnHandle, AgentError> {
         let context_id: ContextId = context_id.try_into().map_err(Into::into)?;
         let context_id = context_id.as_str();
         // After a storage failure: 503 until a probe write succeeds.
         self.ensure_writable().await?;
-        let task_id = new_task_id();
-        let cancel = CancellationToken::new();
-        let claim = self.runs.claim(context_id, &task_id, cancel.clone())?;
         let store = &self.shared.store;
         let context = store.ensure_context(context_id, owner).await?;
         if let (Some(existing), Some(caller)) = (context.owner.as_deref(), owner) {
@@ -120,6 +142,30 @@ impl Agent {
                 return Err(AgentError::Forbidden(context_id.to_string()));
             }
         }
+        let task_id = new_task_id();
+        let cancel = CancellationToken::new();
+        let user = Message {
+            role: looopy_protocol::message::Role::User,
+            ..message
+        };
+        let claim = match self.runs.claim_or_queue(
+            context_id,
+            &task_id,
+            cancel.clone(),
+            queue::entry(&user),
+            self.shared.config.max_queued_turns,
+        )? {
+            Place::Claimed(claim) => claim,
+            Place::Queued {
+                ticket,
+                ahead,
+                position,
+            } => {
+                return self
+                    .enqueue(context_id, task_id, user, cancel, (ticket, ahead, position))
+                    .await;
+            }
+        };
         // The newest unfinished task, from an index: O(1) however long the conversation.
         if let Some(waiting) = store
             .active_task(context_id)
@@ -139,43 +185,72 @@ impl Agent {
             });
         }
         let start_seq = store.event_log().last_seq(context_id).await?;
-        let mut stored = store.load_messages(context_id).await?;
         let record = TaskRecord::new(&task_id, context_id, TaskState::Working);
         store.put_task(&record).await?;
-        let user = Message::user(message);
-        let emitter = self.emitter(context_id, &task_id, start_seq, (0, 0));
-        let registered = async {
-            store
-                .append_messages(context_id, std::slice::from_ref(&user))
-                .await?;
-            let mut metadata = Metadata::new();
-            metadata.insert(
-                "agentId".into(),
-                Value::from(self.shared.config.agent_id.clone()),
-            );
-            metadata.insert("model".into(), Value::from(self.shared.model()));
-            emitter
-                .emit(EventPayload::TaskCreated(TaskCreated {
-                    initiator: Initiator::User,
-                    metadata,
-                }))
-                .await?;
-            emitter.emit(working()).await
-        };
-        if let Err(error) = registered.await {
+        let emitter = self.emitter(context_id, &task_id, (0, 0));
+        if let Err(error) = emitter.emit(self.task_created(Metadata::new())).await {
             self.abandon(record, &error).await;
             return Err(error.into());
         }
-        stored.push(user);
-        let turn = Turn::new(
+        let turn = self.begin(record, user, emitter, cancel).await?;
+        Ok(self.spawn(turn, claim, Work::Start, start_seq))
+    }
+
+    /// The `task-created` event of a new turn, with `extra` metadata.
+    fn task_created(&self, extra: Metadata) -> EventPayload {
+        let mut metadata = Metadata::new();
+        metadata.insert(
+            "agentId".into(),
+            Value::from(self.shared.config.agent_id.clone()),
+        );
+        metadata.insert("model".into(), Value::from(self.shared.model()));
+        metadata.extend(extra);
+        EventPayload::TaskCreated(TaskCreated {
+            initiator: Initiator::User,
+            metadata,
+        })
+    }
+
+    /// Starts a created turn that holds its context: the user message joins the history
+    /// (now, not when it was sent: a queued message follows the answer it waited for) and
+    /// `task-status: working` is logged. A failure to store either fails the task.
+    async fn begin(
+        &self,
+        mut record: TaskRecord,
+        user: Message,
+        emitter: crate::emit::Emitter,
+        cancel: CancellationToken,
+    ) -> Result<Turn, AgentError> {
+        let store = &self.shared.store;
+        let context_id = record.context_id.clone();
+        let started = async {
+            if record.state != TaskState::Working || record.pending.is_some() {
+                record.state = TaskState::Working;
+                record.pending = None;
+                record.updated_at = chrono::Utc::now();
+                store.put_task(&record).await?;
+            }
+            store
+                .append_messages(&context_id, std::slice::from_ref(&user))
+                .await?;
+            emitter.emit(working()).await?;
+            store.load_messages(&context_id).await
+        };
+        let stored = match started.await {
+            Ok(stored) => stored,
+            Err(error) => {
+                self.abandon(record, &error).await;
+                return Err(error.into());
+            }
+        };
+        Ok(Turn::new(
             self.shared.clone(),
             emitter,
-            cancel.clone(),
+            cancel,
             record,
             stored,
             Counters::default(),
-        );
-        Ok(self.spawn(turn, claim, Work::Start, start_seq))
+        ))
     }
 
     /// Answers the input request `input_id` of paused task `task_id` and resumes the turn
@@ -187,6 +262,36 @@ impl Agent {
         task_id: &str,
         input_id: &str,
         value: Value,
+    ) -> Result<TurnHandle, AgentError> {
+        self.provide_input_with(task_id, input_id, value, Metadata::new())
+            .await
+    }
+
+    /// [`provide_input`](Self::provide_input) with `metadata` on the `input-received` event
+    /// that records the answer in the log — e.g. `messageId`, the id an A2A client gave the
+    /// message that carried it, so the task's history can show that message as sent.
+    pub async fn provide_input_with(
+        &self,
+        task_id: &str,
+        input_id: &str,
+        value: Value,
+        metadata: Metadata,
+    ) -> Result<TurnHandle, AgentError> {
+        self.provide_input_from(task_id, input_id, value, metadata, InputSource::user(None))
+            .await
+    }
+
+    /// [`provide_input_with`](Self::provide_input_with), saying who answers: the
+    /// `input-received` event records it (`providedBy`, `userId`/`agentId`), and a request
+    /// with `requireUser` refuses an agent's answer (`InvalidInput`). The task may be a
+    /// sub-agent's child task: it resumes, then its waiting parents.
+    pub async fn provide_input_from(
+        &self,
+        task_id: &str,
+        input_id: &str,
+        value: Value,
+        metadata: Metadata,
+        from: InputSource,
     ) -> Result<TurnHandle, AgentError> {
         let record = self.task(task_id).await?;
         self.ensure_writable().await?;
@@ -204,6 +309,11 @@ impl Agent {
                 got: input_id.to_string(),
             });
         }
+        if pending.input.request.require_user && !from.is_user() {
+            return Err(AgentError::InvalidInput(
+                "this input request must be answered by the user (requireUser); an agent may not answer it".into(),
+            ));
+        }
         if let Some(schema) = &pending.input.request.schema {
             // A schema that does not compile is the tool's bug, not the caller's.
             ArgumentValidator::new(schema)
@@ -211,29 +321,20 @@ impl Agent {
                 .validate(&value)
                 .map_err(AgentError::InvalidInput)?;
         }
-        let context_id = record.context_id.clone();
-        let store = &self.shared.store;
-        let start_seq = store.event_log().last_seq(&context_id).await?;
-        let stored = store.load_messages(&context_id).await?;
-        let counters = pending.counters;
-        let emitter = self.emitter(
-            &context_id,
-            task_id,
-            start_seq,
-            (counters.events, counters.bytes),
-        );
-        let turn = Turn::new(
-            self.shared.clone(),
-            emitter,
-            cancel,
-            record,
-            stored,
-            counters,
-        );
+        let start_seq = self
+            .shared
+            .store
+            .event_log()
+            .last_seq(&record.context_id)
+            .await?;
+        // A sub-agent's child task resumes with its own conversation, then its parents.
+        let mut turn = self.paused_turn(record, Some(&pending), cancel).await?;
+        self.watch_ancestors(&mut turn).await?;
+        turn.answered_by = from;
         Ok(self.spawn(
             turn,
             claim,
-            Work::Resume(Box::new(pending), value),
+            Work::Resume(Box::new(pending), value, metadata),
             start_seq,
         ))
     }
@@ -280,10 +381,20 @@ impl Agent {
     }
 
     /// Cancels a task: a running turn is told to stop (it ends `canceled` shortly); a
-    /// paused one is ended `canceled` now, its waiting calls answered `canceled`.
-    /// Errors: `NotFound`, `NotRunning` (already finished).
+    /// paused one is ended `canceled` now, its waiting calls answered `canceled`; a queued
+    /// one leaves the queue and ends `canceled` now, never having run.
+    /// Errors: `NotFound`, `NotRunning` (already finished), `Busy` (a paused task while
+    /// another turn of its context runs: its history must not change under that turn).
     pub async fn cancel(&self, task_id: &str) -> Result<(), AgentError> {
+        if let Some(withdrawn) = self.runs.withdraw(task_id) {
+            return self.cancel_queued(task_id, withdrawn).await;
+        }
         if let Some(cancel) = self.runs.cancellation(task_id) {
+            cancel.cancel();
+            return Ok(());
+        }
+        // A sub-agent's child task (or its ancestor) driven inside another task's run.
+        if let Some(cancel) = self.shared.team.cancellation(task_id) {
             cancel.cancel();
             return Ok(());
         }
@@ -318,30 +429,19 @@ impl Agent {
                 state: record.state,
             });
         }
-        let context_id = record.context_id.clone();
-        let store = &self.shared.store;
-        let start_seq = store.event_log().last_seq(&context_id).await?;
-        let emitter = self.emitter(&context_id, task_id, start_seq, (0, 0));
         let pending = record.pending.as_ref().and_then(PendingTurn::from_value);
-        let counters = pending.as_ref().map(|p| p.counters).unwrap_or_default();
-        let stored = match &pending {
-            Some(_) => store.load_messages(&context_id).await?,
-            None => Vec::new(),
-        };
-        let mut turn = Turn::new(
-            self.shared.clone(),
-            emitter,
-            CancellationToken::new(),
-            record,
-            stored,
-            counters,
-        );
+        let mut turn = self
+            .paused_turn(record, pending.as_ref(), CancellationToken::new())
+            .await?;
         let end = match pending {
+            // Its paused children (if any) are cancelled first.
             Some(pending) => turn.cancel_waiting(pending).await?,
             // Not running anywhere (left behind by a dead process): just end it.
             None => TurnEnd::Canceled,
         };
         turn.finish(end).await?;
+        // A child cancelled alone: its parent's call gets an error result and goes on.
+        self.continue_parents(&mut turn).await;
         drop(claim);
         Ok(())
     }
@@ -382,46 +482,6 @@ impl Agent {
         record.updated_at = chrono::Utc::now();
         if let Err(e) = self.shared.store.put_task(&record).await {
             tracing::warn!(error = %e, task_id = %record.task_id, "could not mark task failed");
-        }
-    }
-
-    fn spawn(&self, mut turn: Turn, claim: Claim, work: Work, start_seq: u64) -> TurnHandle {
-        let context_id = turn.record.context_id.clone();
-        let task_id = turn.record.task_id.clone();
-        let cancel = turn.cancel.clone();
-        let run_done = CancellationToken::new();
-        let done_on_exit = run_done.clone().drop_guard();
-        let agent = self.clone();
-        let span = turn.span.clone();
-        let run = async move {
-            let _done_on_exit = done_on_exit;
-            let started = std::time::Instant::now();
-            let result = match work {
-                Work::Start => turn.drive().await,
-                Work::Resume(pending, value) => turn.resume(*pending, value).await,
-            };
-            let outcome = agent.end_run(&mut turn, result).await;
-            // Released as soon as the run's final events are durable (`end_run` flushed
-            // them): the next run of this context continues the sequence from the log, and
-            // a caller waiting on `Agent::run_released` goes on at once.
-            drop(claim);
-            crate::telemetry::turn_ended(
-                &turn.span,
-                outcome.as_ref().ok().copied(),
-                turn.counters.iteration,
-                started.elapsed(),
-            );
-            outcome
-        };
-        let join = tokio::spawn(tracing::Instrument::instrument(run, span));
-        TurnHandle {
-            context_id,
-            task_id,
-            start_seq,
-            cancel,
-            join,
-            store: self.shared.store.clone(),
-            run_done,
         }
     }
 }

@@ -7,18 +7,17 @@ use looopy_protocol::TaskState;
 use looopy_protocol::event::ErrorInfo;
 use tokio_util::sync::CancellationToken;
 
-use super::Agent;
+use looopy_store::{TaskQuery, TaskRecord};
+
+use super::{Agent, TurnHandle};
 use crate::AgentError;
 
-/// Whether a task in `state` at start-up was orphaned by a process that died: submitted,
-/// working and waiting-subtask exist only while a process is driving the task. Paused tasks
-/// (waiting for input or authentication) wait for someone outside and survive a restart;
-/// terminal ones are over.
+/// Whether a task in `state` at start-up was orphaned by a process that died: submitted
+/// and working exist only while a process is driving the task. Paused tasks (waiting for
+/// input or authentication, or for a paused sub-agent's child task) wait for someone
+/// outside and survive a restart; terminal ones are over.
 pub(crate) fn is_orphaned(state: TaskState) -> bool {
-    matches!(
-        state,
-        TaskState::Submitted | TaskState::Working | TaskState::WaitingSubtask
-    )
+    matches!(state, TaskState::Submitted | TaskState::Working)
 }
 
 /// The error an orphaned task fails with: code `interrupted`, retryable (nothing was wrong
@@ -31,22 +30,59 @@ pub(crate) fn interrupted(reason: &str) -> ErrorInfo {
     }
 }
 
+/// What [`Agent::recover_queue`] did.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Recovered {
+    /// Tasks that were running when the previous process died, now `failed`, oldest first.
+    pub failed: Vec<String>,
+    /// The turns that were queued, started again in order (the first of each context
+    /// running, the rest queued behind it): track them like turns you start.
+    pub restarted: Vec<TurnHandle>,
+}
+
 impl Agent {
-    /// Call once at process start, before starting turns: tasks left submitted, working or
-    /// waiting for a sub-task by a process that died become `failed` (code `interrupted`,
-    /// `reason` as the message) and their terminal events are appended to the log. Paused
-    /// tasks stay paused. Returns the failed task ids, oldest first.
+    /// Call once at process start, before starting turns: tasks left working by a process
+    /// that died — and submitted ones that were not queued
+    /// turns — become `failed` (code `interrupted`, `reason` as the message) and their
+    /// terminal events are appended to the log. Paused tasks stay paused. Turns that were
+    /// queued (see [`start_turn`](Self::start_turn)) are started again, each context's in
+    /// order. Returns the failed task ids, oldest first; [`recover_queue`](Self::recover_queue)
+    /// also returns the restarted turns' handles.
     pub async fn recover(&self, reason: &str) -> Result<Vec<String>, AgentError> {
+        Ok(self.recover_queue(reason).await?.failed)
+    }
+
+    /// [`recover`](Self::recover), with the handles of the queued turns it started again.
+    pub async fn recover_queue(&self, reason: &str) -> Result<Recovered, AgentError> {
+        let store = &self.shared.store;
+        // Queued turns are `submitted`: read them before failing the orphans.
+        let (queued, stray) = submitted_tasks(store).await?;
         let orphan_states: Vec<TaskState> = TaskState::ALL
             .into_iter()
-            .filter(|&s| is_orphaned(s))
+            .filter(|&s| is_orphaned(s) && s != TaskState::Submitted)
             .collect();
         let error = interrupted(reason);
-        let failed = self
-            .shared
-            .store
-            .fail_tasks_in_states(&orphan_states, &error)
-            .await?;
+        let mut failed = store.fail_tasks_in_states(&orphan_states, &error).await?;
+        // Waiting for a sub-task survives only with its resume state: one without it (left
+        // by an older build, or damaged) can never go on.
+        let unresumable = tasks_in(store, TaskState::WaitingSubtask)
+            .await?
+            .into_iter()
+            .filter(|t| {
+                t.pending
+                    .as_ref()
+                    .and_then(crate::turn::PendingTurn::from_value)
+                    .is_none()
+            });
+        for mut record in stray.into_iter().chain(unresumable) {
+            record.state = TaskState::Failed;
+            record.error = Some(error.clone());
+            record.updated_at = chrono::Utc::now();
+            store.put_task(&record).await?;
+            failed.push(record);
+        }
+        failed.sort_by(|a, b| (a.created_at, &a.task_id).cmp(&(b.created_at, &b.task_id)));
         if !failed.is_empty() {
             tracing::warn!(
                 count = failed.len(),
@@ -54,6 +90,7 @@ impl Agent {
             );
         }
         let mut ids = Vec::with_capacity(failed.len());
+        let mut orphaned_children = Vec::new();
         for record in failed {
             let Ok(claim) = self.runs.claim(
                 &record.context_id,
@@ -67,10 +104,84 @@ impl Agent {
             self.log_failure(&record, error).await?;
             drop(claim);
             tracing::info!(task_id = %record.task_id, "orphaned task marked failed");
+            if record.parent_task_id.is_some() {
+                // A sub-agent's child: its waiting parent gets the failure as a result.
+                orphaned_children.push(record.clone());
+            }
             ids.push(record.task_id);
         }
-        Ok(ids)
+        self.continue_after_orphans(orphaned_children);
+        let restarted = self.restart_queued(queued).await?;
+        Ok(Recovered {
+            failed: ids,
+            restarted,
+        })
     }
+}
+
+/// Every task in `state`.
+async fn tasks_in(
+    store: &looopy_store::Store,
+    state: TaskState,
+) -> Result<Vec<TaskRecord>, AgentError> {
+    const PAGE: usize = 500;
+    let mut all = Vec::new();
+    let mut after = None;
+    loop {
+        let page = store
+            .list_tasks_page(TaskQuery {
+                states: Some(vec![state]),
+                after: after.clone(),
+                limit: PAGE,
+                ..TaskQuery::default()
+            })
+            .await?;
+        let last = page
+            .tasks
+            .last()
+            .map(|t| (t.updated_at.timestamp_millis(), t.task_id.clone()));
+        let full = page.tasks.len() == PAGE;
+        all.extend(page.tasks);
+        match last {
+            Some(last) if full => after = Some(last),
+            _ => break,
+        }
+    }
+    Ok(all)
+}
+
+/// Every `submitted` top-level task, split into queued turns (in creation order) and the
+/// rest (orphans).
+async fn submitted_tasks(
+    store: &looopy_store::Store,
+) -> Result<(Vec<TaskRecord>, Vec<TaskRecord>), AgentError> {
+    const PAGE: usize = 500;
+    let mut all = Vec::new();
+    let mut after = None;
+    loop {
+        let page = store
+            .list_tasks_page(TaskQuery {
+                states: Some(vec![TaskState::Submitted]),
+                after: after.clone(),
+                limit: PAGE,
+                ..TaskQuery::default()
+            })
+            .await?;
+        let last = page
+            .tasks
+            .last()
+            .map(|t| (t.updated_at.timestamp_millis(), t.task_id.clone()));
+        let full = page.tasks.len() == PAGE;
+        all.extend(page.tasks);
+        match last {
+            Some(last) if full => after = Some(last),
+            _ => break,
+        }
+    }
+    all.sort_by(|a, b| (a.created_at, &a.task_id).cmp(&(b.created_at, &b.task_id)));
+    Ok(all
+        .into_iter()
+        .partition(|t| super::queue::queued_message(t).is_some()))
 }
 
 #[cfg(test)]
@@ -83,14 +194,7 @@ mod tests {
             .into_iter()
             .filter(|&s| is_orphaned(s))
             .collect();
-        assert_eq!(
-            orphaned,
-            [
-                TaskState::Submitted,
-                TaskState::Working,
-                TaskState::WaitingSubtask
-            ]
-        );
+        assert_eq!(orphaned, [TaskState::Submitted, TaskState::Working]);
         // Paused and finished tasks are never orphans.
         assert!(
             TaskState::ALL

@@ -101,13 +101,7 @@ impl Agent {
         record: &TaskRecord,
         error: ErrorInfo,
     ) -> Result<(), StoreError> {
-        let start_seq = self
-            .shared
-            .store
-            .event_log()
-            .last_seq(&record.context_id)
-            .await?;
-        let emitter = self.emitter(&record.context_id, &record.task_id, start_seq, (0, 0));
+        let emitter = self.emitter(&record.context_id, &record.task_id, (0, 0));
         let logged = async {
             let events = TaskComplete::terminal_events(
                 TaskState::Failed,
@@ -203,20 +197,15 @@ impl Agent {
         }
     }
 
-    /// The emitter of `task_id`'s events, numbered after `after_seq`; `counted` is the
-    /// turn's size before this run (see `AgentConfig::max_turn_events`).
-    pub(super) fn emitter(
-        &self,
-        context_id: &str,
-        task_id: &str,
-        after_seq: u64,
-        counted: (u64, u64),
-    ) -> Emitter {
+    /// The emitter of `task_id`'s events, numbered in its context's sequence (shared by
+    /// every task of the context emitting here); `counted` is the turn's size before this
+    /// run (see `AgentConfig::max_turn_events`).
+    pub(super) fn emitter(&self, context_id: &str, task_id: &str, counted: (u64, u64)) -> Emitter {
         let config = &self.shared.config;
         Emitter::new(
             self.shared.store.clone(),
             looopy_protocol::Stamp::new(context_id, task_id),
-            looopy_protocol::Sequencer::starting_after(after_seq),
+            self.runs.numbering(context_id),
             crate::emit::TurnLimits {
                 max_events: config.max_turn_events,
                 max_bytes: config.max_turn_bytes,

@@ -57,6 +57,9 @@ pub(crate) enum ToolOutcome {
     NeedsInput(InputRequest),
     /// The turn was cancelled before the call finished.
     Canceled,
+    /// A sub-agent call whose child task (this id) paused: the call waits for the child,
+    /// and the turn pauses (`waiting-subtask`) until the child has finished.
+    Delegated(String),
 }
 
 /// The text given to the model for a call cancelled with its turn.
@@ -71,7 +74,7 @@ impl ToolOutcome {
             Self::Success(v) => (v.to_string(), false),
             Self::Error(e) => (e.clone(), true),
             Self::Canceled => (CANCELED_RESULT.to_string(), true),
-            Self::NeedsInput(_) => return None,
+            Self::NeedsInput(_) | Self::Delegated(_) => return None,
         };
         Some(Message::tool_result(
             &call.id, &call.name, content, is_error,
@@ -90,6 +93,8 @@ pub(crate) struct ToolRunner {
     pub(crate) running: Arc<AtomicU32>,
     /// The turn's span: the parent of every call's `execute_tool` span.
     pub(crate) span: tracing::Span,
+    /// The sub-agents the turn's agent may call (`None`: none).
+    pub(crate) delegation: Option<crate::subagent::Delegation>,
 }
 
 /// How one call is to be made.
@@ -148,21 +153,52 @@ impl ToolRunner {
                 }))
                 .await?;
         }
-        let outcome = self.execute(&inv).await;
+        let delegated = self
+            .delegation
+            .as_ref()
+            .filter(|d| d.may_call(&call.name) && self.registry.entry(&call.name).is_none());
+        let outcome = match delegated {
+            // A sub-agent: its child task runs here, to its end or its pause. Not under the
+            // tool timeout (the child has its own limits), and not aborted on cancellation:
+            // the child ends itself (`canceled`) before the call returns.
+            Some(delegation) => {
+                // On a task of its own: the child's events take the context's numbering
+                // lock, which the caller's loop may be waiting for while it is not polling
+                // its batch.
+                let (delegation, runner, spec) =
+                    (delegation.clone(), self.clone(), inv.spec.clone());
+                let child = tokio::spawn(
+                    async move { delegation.call(&runner, &spec).await }
+                        .instrument(tracing::Span::current()),
+                );
+                match child.await {
+                    Ok(outcome) => outcome?,
+                    Err(error) => ToolOutcome::Error(format!(
+                        "sub-agent {:?} failed unexpectedly ({error})",
+                        call.name
+                    )),
+                }
+            }
+            None => self.execute(&inv).await,
+        };
         self.running.fetch_sub(1, Ordering::SeqCst);
         let label = match &outcome {
             ToolOutcome::Success(_) => "success",
             ToolOutcome::Error(_) => "error",
             ToolOutcome::NeedsInput(_) => "input_required",
+            ToolOutcome::Delegated(_) => "waiting_subtask",
             ToolOutcome::Canceled => "canceled",
         };
-        let tool = match self.registry.entry(&call.name) {
-            Some(_) => call.name.clone(),
-            None => "unknown".to_string(),
+        let tool = match (self.registry.entry(&call.name), delegated) {
+            (Some(_), _) | (None, Some(_)) => call.name.clone(),
+            (None, None) => "unknown".to_string(),
         };
         crate::telemetry::tool_ended(&tracing::Span::current(), tool, label);
         drop(permit);
-        if !matches!(outcome, ToolOutcome::NeedsInput(_)) {
+        if !matches!(
+            outcome,
+            ToolOutcome::NeedsInput(_) | ToolOutcome::Delegated(_)
+        ) {
             self.complete(call, &outcome, inv.iteration, started.elapsed())
                 .await?;
         }
@@ -181,7 +217,7 @@ impl ToolRunner {
         let (success, result, error) = match outcome {
             ToolOutcome::Success(v) => (true, Some(v.clone()), None),
             ToolOutcome::Error(e) => (false, None, Some(e.clone())),
-            ToolOutcome::Canceled | ToolOutcome::NeedsInput(_) => {
+            ToolOutcome::Canceled | ToolOutcome::NeedsInput(_) | ToolOutcome::Delegated(_) => {
                 (false, None, Some(CANCELED_RESULT.to_string()))
             }
         };
@@ -216,7 +252,10 @@ impl ToolRunner {
             return ToolOutcome::Error(error.clone());
         }
         let Some(entry) = self.registry.entry(&call.name) else {
-            let available: Vec<&str> = self.registry.names().collect();
+            let mut available: Vec<&str> = self.registry.names().collect();
+            if let Some(delegation) = &self.delegation {
+                available.extend(delegation.names());
+            }
             return ToolOutcome::Error(format!(
                 "unknown tool {:?}; available tools: {}",
                 call.name,

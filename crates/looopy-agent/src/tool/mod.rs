@@ -26,6 +26,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+pub(crate) use artifacts::sink::TurnArtifacts;
 pub use artifacts::{
     ArtifactError, ArtifactInfo, ArtifactLimits, ArtifactSink, DatasetWriter, FileWriter,
 };

@@ -137,6 +137,17 @@ impl ToolRegistry {
         self.tools.is_empty()
     }
 
+    /// The tools of this registry named in `names`, in this registry's order (a
+    /// sub-agent's share of its parent's tools); names it does not hold are ignored.
+    pub(crate) fn subset<'a>(&self, names: impl IntoIterator<Item = &'a str>) -> ToolRegistry {
+        let wanted: std::collections::HashSet<&str> = names.into_iter().collect();
+        let mut out = ToolRegistry::new();
+        for entry in self.tools.iter().filter(|e| wanted.contains(e.tool.name())) {
+            out.insert(entry.clone());
+        }
+        out
+    }
+
     /// What the model is told about each tool (name, description, argument schema).
     pub fn definitions(&self) -> Vec<ToolDefinition> {
         self.tools

@@ -17,6 +17,9 @@ pub(crate) enum TurnEnd {
     Canceled,
     /// Paused for input; the record holds the resume state.
     WaitingInput,
+    /// Paused until a sub-agent's child task (itself paused) has finished; the record
+    /// holds the resume state.
+    WaitingSubtask,
 }
 
 impl TurnEnd {
@@ -26,6 +29,7 @@ impl TurnEnd {
             Self::Failed(_) => TaskState::Failed,
             Self::Canceled => TaskState::Canceled,
             Self::WaitingInput => TaskState::WaitingInput,
+            Self::WaitingSubtask => TaskState::WaitingSubtask,
         }
     }
 }
@@ -46,7 +50,7 @@ impl Turn {
         let (content, error) = match end {
             TurnEnd::Completed(text) => (Some(text), None),
             TurnEnd::Failed(error) => (None, Some(error)),
-            TurnEnd::Canceled | TurnEnd::WaitingInput => (None, None),
+            TurnEnd::Canceled | TurnEnd::WaitingInput | TurnEnd::WaitingSubtask => (None, None),
         };
         self.record.state = state;
         self.record.result = content.clone();

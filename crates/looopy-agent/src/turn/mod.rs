@@ -9,6 +9,7 @@
 //! not finish get a `canceled` error result). A batch paused for input is held in the task
 //! record, not in the history, until it is complete.
 
+mod delegate;
 mod finish;
 mod pending;
 mod resume;
@@ -26,26 +27,61 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 pub(crate) use finish::TurnEnd;
-pub(crate) use pending::{Counters, PendingTurn};
+pub(crate) use pending::{Counters, PENDING_VERSION, PendingInput, PendingTurn};
 
 use crate::config::{AgentConfig, ToolProtocol};
 use crate::emit::Emitter;
 use crate::history::trim_history;
+use crate::subagent::Team;
 use crate::tool::exec::{ToolOutcome, ToolRunner};
 use crate::tool::{InputRequest, ToolRegistry};
-use pending::{PENDING_VERSION, PendingCall, PendingInput};
+use pending::PendingCall;
 use step::{StepEnd, StepOutput, run_step};
 
-/// What every turn of an agent shares.
+/// What every turn of an agent shares. A sub-agent's child tasks run with a `Shared` of
+/// their own (its prompt, tools and limits) over the same store and team.
 #[derive(Clone)]
 pub(crate) struct Shared {
     pub(crate) provider: Arc<dyn Provider>,
     pub(crate) store: Store,
     pub(crate) tools: Arc<ToolRegistry>,
     pub(crate) config: Arc<AgentConfig>,
+    /// The root agent's provider: what a sub-agent without its own uses.
+    pub(crate) root_provider: Arc<dyn Provider>,
+    /// Every sub-agent of the root agent.
+    pub(crate) team: Arc<Team>,
+    /// The sub-agents from the root down to this one (empty for the root agent): the
+    /// delegation depth, and what a cycle would repeat.
+    pub(crate) agent_path: Arc<[String]>,
+    /// The sub-agents this agent may call (the root: all of them).
+    pub(crate) delegates: Arc<[String]>,
 }
 
 impl Shared {
+    /// The root agent's parts, with no sub-agents (the builder adds them).
+    pub(crate) fn new(
+        provider: Arc<dyn Provider>,
+        store: Store,
+        tools: ToolRegistry,
+        config: AgentConfig,
+    ) -> Self {
+        Self {
+            root_provider: Arc::clone(&provider),
+            provider,
+            store,
+            tools: Arc::new(tools),
+            config: Arc::new(config),
+            team: Arc::default(),
+            agent_path: Arc::from(Vec::new()),
+            delegates: Arc::from(Vec::new()),
+        }
+    }
+
+    /// Whether this is a sub-agent (its conversation is its task's own, not the context's).
+    pub(crate) fn is_subagent(&self) -> bool {
+        !self.agent_path.is_empty()
+    }
+
     /// The model name requests use and events report.
     pub(crate) fn model(&self) -> String {
         self.config
@@ -71,6 +107,11 @@ pub(crate) struct Turn {
     pub(crate) record: TaskRecord,
     /// The `invoke_agent` span of this run: parent of its model calls and tool calls.
     pub(crate) span: tracing::Span,
+    /// For a child task resumed by its own run: its ancestors, which the run goes on to
+    /// once the child has finished.
+    pub(crate) ancestors: Option<crate::subagent::Ancestors>,
+    /// Who answered the input request a resumed run starts with.
+    pub(crate) answered_by: crate::InputSource,
 }
 
 impl Counters {
@@ -117,6 +158,7 @@ impl Turn {
             cancel: cancel.clone(),
             running: Default::default(),
             span: span.clone(),
+            delegation: crate::subagent::Delegation::of(&shared),
         };
         emitter.stop_on(cancel.clone());
         let stored_count = stored.len();
@@ -135,6 +177,8 @@ impl Turn {
             counters,
             record,
             span,
+            ancestors: None,
+            answered_by: crate::InputSource::default(),
         }
     }
 
@@ -163,7 +207,7 @@ impl Turn {
             ToolProtocol::Wire => {
                 let prompt = wire_prompt::system_prompt(
                     config.system_prompt.as_deref(),
-                    &self.shared.tools.definitions(),
+                    &self.tool_definitions(),
                 );
                 let mut messages = vec![Message::system(prompt)];
                 messages.extend(wire_prompt::to_wire_messages(&history));
@@ -175,15 +219,23 @@ impl Turn {
                     messages.push(Message::system(prompt));
                 }
                 messages.extend(history);
-                (messages, self.shared.tools.definitions())
+                (messages, self.tool_definitions())
             }
         };
         ChatRequest {
             model: self.model.clone(),
             messages,
             tools,
+            agent: Some(config.agent_id.clone()),
             ..ChatRequest::default()
         }
+    }
+
+    /// The agent's tools, then the sub-agents it may call.
+    fn tool_definitions(&self) -> Vec<looopy_llm::ToolDefinition> {
+        let mut definitions = self.shared.tools.definitions();
+        definitions.extend(self.shared.team.definitions(&self.shared.delegates));
+        definitions
     }
 
     /// Runs iterations until the turn completes, fails, is cancelled or pauses.
@@ -207,7 +259,10 @@ impl Turn {
                     iteration: self.counters.iteration,
                     model: self.model.clone(),
                     message_count: u32::try_from(request.messages.len()).unwrap_or(u32::MAX),
-                    tool_count: u32::try_from(self.shared.tools.len()).unwrap_or(u32::MAX),
+                    tool_count: u32::try_from(
+                        self.shared.tools.len() + self.shared.delegates.len(),
+                    )
+                    .unwrap_or(u32::MAX),
                 }))
                 .await?;
             // Opened before the request is made: the time to first token counts from here.
@@ -241,9 +296,12 @@ impl Turn {
             protocol_errors,
             end,
         } = output;
-        let paused = calls
-            .iter()
-            .any(|(_, outcome)| matches!(outcome, ToolOutcome::NeedsInput(_)));
+        let paused = calls.iter().any(|(_, outcome)| {
+            matches!(
+                outcome,
+                ToolOutcome::NeedsInput(_) | ToolOutcome::Delegated(_)
+            )
+        });
         if paused && matches!(end, StepEnd::Finished) && !self.cancel.is_cancelled() {
             return self.pause(text, reasoning, calls).await.map(Some);
         }
@@ -268,6 +326,25 @@ impl Turn {
                         .complete(
                             &spec.call,
                             &canceled,
+                            self.counters.iteration,
+                            Default::default(),
+                        )
+                        .await?;
+                    &ToolOutcome::Canceled
+                }
+                ToolOutcome::Delegated(child) => {
+                    // Its child paused, and the turn ended before pausing: the child ends
+                    // with it.
+                    crate::subagent::cancel_paused(
+                        self.shared.clone(),
+                        self.emitter.clone(),
+                        child.clone(),
+                    )
+                    .await?;
+                    self.runner
+                        .complete(
+                            &spec.call,
+                            &ToolOutcome::Canceled,
                             self.counters.iteration,
                             Default::default(),
                         )
@@ -301,10 +378,14 @@ impl Turn {
     /// Appends this iteration's messages to the stored conversation and announces it.
     pub(crate) async fn persist(&mut self, messages: Vec<Message>) -> Result<(), StoreError> {
         if !messages.is_empty() {
-            self.shared
-                .store
-                .append_messages(&self.record.context_id, &messages)
-                .await?;
+            // A sub-agent's conversation is its task's own: kept in memory while it runs
+            // and in its task record while it is paused, never in the context's history.
+            if !self.shared.is_subagent() {
+                self.shared
+                    .store
+                    .append_messages(&self.record.context_id, &messages)
+                    .await?;
+            }
             self.stored_count += messages.len();
             self.history.extend(messages);
         }
@@ -328,16 +409,26 @@ impl Turn {
         let mut request = None;
         let mut pending_calls = Vec::with_capacity(calls.len());
         for (i, (spec, outcome)) in calls.into_iter().enumerate() {
-            if let ToolOutcome::NeedsInput(r) = &outcome {
-                paused.push(i);
-                request.get_or_insert_with(|| r.clone());
+            let mut subtask = None;
+            match &outcome {
+                ToolOutcome::NeedsInput(r) => {
+                    paused.push(i);
+                    request.get_or_insert_with(|| r.clone());
+                }
+                ToolOutcome::Delegated(child) => {
+                    paused.push(i);
+                    subtask = Some(child.clone());
+                }
+                _ => {}
             }
             pending_calls.push(PendingCall {
                 result: outcome.to_message(&spec.call),
                 call: spec.call,
                 invalid: spec.invalid,
+                subtask,
             });
         }
+        let needs_input = request.is_some();
         let request = request.unwrap_or_else(|| InputRequest::clarification(""));
         // The size limits span the whole turn, pauses included.
         (self.counters.events, self.counters.bytes) = self.emitter.counted().await;
@@ -352,15 +443,24 @@ impl Turn {
                 input_id: looopy_protocol::ids::new_id("input"),
                 request,
             },
+            child: None,
         };
-        self.wait_for_input(pending).await
+        if needs_input {
+            self.wait_for_input(pending).await
+        } else {
+            self.wait_for_subtask(pending).await
+        }
     }
 
     /// Saves `pending` and announces the input request; the run then ends.
     pub(crate) async fn wait_for_input(
         &mut self,
-        pending: PendingTurn,
+        mut pending: PendingTurn,
     ) -> Result<TurnEnd, StoreError> {
+        // A remote child's state names its remote task; a local one's is taken now.
+        if pending.child.as_ref().is_none_or(|c| c.remote.is_none()) {
+            pending.child = crate::subagent::ChildState::of(self);
+        }
         self.record.state = TaskState::WaitingInput;
         self.record.pending = Some(pending.to_value());
         self.record.updated_at = chrono::Utc::now();

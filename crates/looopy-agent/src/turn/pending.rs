@@ -30,6 +30,10 @@ pub(crate) struct PendingTurn {
     /// `input` asks about.
     pub(crate) paused: Vec<usize>,
     pub(crate) input: PendingInput,
+    /// Set when the paused turn is a sub-agent's child task: which sub-agent, and its own
+    /// conversation (not in the context's history).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) child: Option<crate::subagent::ChildState>,
 }
 
 /// Running totals of a turn, carried across a pause.
@@ -61,6 +65,9 @@ pub(crate) struct PendingCall {
     /// The tool message answering the call; `None` while it waits for input.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) result: Option<Message>,
+    /// A sub-agent call waiting for its paused child task (this id), not for input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) subtask: Option<String>,
 }
 
 /// The open input request.
@@ -91,7 +98,23 @@ impl PendingTurn {
 
     /// The paused call that `input` is about.
     pub(crate) fn current(&self) -> Option<&PendingCall> {
-        self.paused.first().and_then(|&i| self.calls.get(i))
+        self.paused
+            .iter()
+            .filter_map(|&i| self.calls.get(i))
+            .find(|c| c.subtask.is_none())
+    }
+
+    /// Whether a paused call waits for input (not only for child tasks).
+    pub(crate) fn needs_input(&self) -> bool {
+        self.current().is_some()
+    }
+
+    /// The child tasks paused calls wait for, in call order.
+    pub(crate) fn subtasks(&self) -> impl Iterator<Item = &str> {
+        self.paused
+            .iter()
+            .filter_map(|&i| self.calls.get(i))
+            .filter_map(|c| c.subtask.as_deref())
     }
 
     /// The call as the tool runner takes it.
@@ -148,11 +171,13 @@ mod tests {
                     call: call("a"),
                     invalid: None,
                     result: Some(Message::tool_result("a", "calculator", "42", false)),
+                    subtask: None,
                 },
                 PendingCall {
                     call: call("b"),
                     invalid: None,
                     result: None,
+                    subtask: None,
                 },
             ],
             paused: vec![1],
@@ -160,6 +185,7 @@ mod tests {
                 input_id: "input-1".into(),
                 request: InputRequest::clarification("?"),
             },
+            child: None,
         }
     }
 

@@ -10,6 +10,7 @@ use looopy_store::StoreError;
 use serde_json::Value;
 
 use super::{PendingTurn, Turn, TurnEnd};
+use crate::InputSource;
 use crate::tool::exec::{Invocation, ToolOutcome};
 
 impl Turn {
@@ -18,15 +19,25 @@ impl Turn {
         &mut self,
         mut pending: PendingTurn,
         value: Value,
+        metadata: Metadata,
     ) -> Result<TurnEnd, StoreError> {
         self.emitter
             .emit(EventPayload::InputReceived(InputReceived {
                 input_id: pending.input.input_id.clone(),
-                provided_by: Initiator::User,
-                user_id: None,
-                agent_id: None,
+                provided_by: match &self.answered_by {
+                    InputSource::User { .. } => Initiator::User,
+                    InputSource::Agent { .. } => Initiator::Agent,
+                },
+                user_id: match &self.answered_by {
+                    InputSource::User { user_id } => user_id.clone(),
+                    InputSource::Agent { .. } => None,
+                },
+                agent_id: match &self.answered_by {
+                    InputSource::Agent { agent_id } => agent_id.clone(),
+                    InputSource::User { .. } => None,
+                },
                 value: Some(value.clone()),
-                metadata: Metadata::new(),
+                metadata,
             }))
             .await?;
         self.record.state = TaskState::Working;
@@ -41,12 +52,20 @@ impl Turn {
                 metadata: Metadata::new(),
             }))
             .await?;
+        if pending.child.as_ref().is_some_and(|c| c.remote.is_some()) {
+            return self.resume_remote(pending, value).await;
+        }
 
         let mut answer = Some(value);
         let mut still_paused = Vec::new();
         let mut next_request = None;
         for index in std::mem::take(&mut pending.paused) {
             let call = &pending.calls[index];
+            if call.subtask.is_some() {
+                // Waits for its child task, not for this answer.
+                still_paused.push(index);
+                continue;
+            }
             let (outcome, ran) = if self.cancel.is_cancelled() {
                 (ToolOutcome::Canceled, false)
             } else {
@@ -89,6 +108,14 @@ impl Turn {
         if self.cancel.is_cancelled() {
             for index in std::mem::take(&mut still_paused) {
                 let call = &pending.calls[index];
+                if let Some(child) = &call.subtask {
+                    crate::subagent::cancel_paused(
+                        self.shared.clone(),
+                        self.emitter.clone(),
+                        child.clone(),
+                    )
+                    .await?;
+                }
                 self.runner
                     .complete(
                         &call.call,
@@ -107,6 +134,11 @@ impl Turn {
             pending.input.request = request;
             return self.wait_for_input(pending).await;
         }
+        if !still_paused.is_empty() {
+            // Answered; other calls still wait for their child tasks.
+            pending.paused = still_paused;
+            return self.wait_for_subtask(pending).await;
+        }
         let messages = pending.messages_with(&ToolOutcome::Canceled);
         self.persist(messages).await?;
         if self.cancel.is_cancelled() {
@@ -121,6 +153,19 @@ impl Turn {
         &mut self,
         pending: PendingTurn,
     ) -> Result<TurnEnd, StoreError> {
+        if let Some(child) = &pending.child {
+            // A paused remote child: the remote agent stops its task too.
+            self.cancel_remote(child).await;
+        }
+        // Descendants first: each paused child ends `canceled` before its parent does.
+        for child in pending.subtasks() {
+            crate::subagent::cancel_paused(
+                self.shared.clone(),
+                self.emitter.clone(),
+                child.to_string(),
+            )
+            .await?;
+        }
         for &index in &pending.paused {
             if let Some(call) = pending.calls.get(index) {
                 self.runner

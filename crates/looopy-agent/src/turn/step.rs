@@ -49,7 +49,6 @@ type Running = FuturesUnordered<BoxFuture<'static, (usize, Result<ToolOutcome, S
 struct Step<'t> {
     turn: &'t mut Turn,
     runner: ToolRunner,
-    running: Running,
     slots: Vec<(usize, CallSpec, Option<ToolOutcome>)>,
     /// Thoughts opened and not yet closed: provider id and text so far.
     open_thoughts: Vec<(String, String)>,
@@ -73,7 +72,6 @@ pub(crate) async fn run_step(
     let mut step = Step {
         turn,
         runner,
-        running: FuturesUnordered::new(),
         slots: Vec::new(),
         open_thoughts: Vec::new(),
         text: String::new(),
@@ -82,18 +80,26 @@ pub(crate) async fn run_step(
         finish_reason: None,
     };
     let mut source = source;
+    let mut running: Running = FuturesUnordered::new();
+    let mut done = Vec::new();
     let mut cancelled = pin!(turn_cancel.cancelled());
     let end = loop {
         tokio::select! {
             biased;
             () = &mut cancelled => break StepEnd::Canceled,
-            Some((slot, outcome)) = step.running.next(), if !step.running.is_empty() => {
+            Some((slot, outcome)) = running.next(), if !running.is_empty() => {
                 step.slots[slot].2 = Some(outcome?);
             }
             item = source.next() => match item {
                 None => break StepEnd::Finished,
                 Some(Err(error)) => break StepEnd::Failed(error),
-                Some(Ok(event)) => step.handle(event).await?,
+                Some(Ok(event)) => {
+                    let call = polling(&mut running, &mut done, step.handle(event)).await?;
+                    step.record(&mut done)?;
+                    if let Some(call) = call {
+                        running.push(call);
+                    }
+                }
             },
         }
     };
@@ -103,8 +109,9 @@ pub(crate) async fn run_step(
         batch_cancel.cancel();
     }
     // Normally empty; thoughts left open by a cut (or a provider that never closed them).
-    step.close_open_thoughts().await?;
-    while let Some((slot, outcome)) = step.running.next().await {
+    polling(&mut running, &mut done, step.close_open_thoughts()).await?;
+    step.record(&mut done)?;
+    while let Some((slot, outcome)) = running.next().await {
         step.slots[slot].2 = Some(outcome?);
     }
     let finish_reason = match &end {
@@ -133,12 +140,48 @@ pub(crate) async fn run_step(
     })
 }
 
+/// A finished call: its slot and outcome.
+type Finished = (usize, Result<ToolOutcome, StoreError>);
+
+/// Runs `work` (which emits events) while still polling the running calls, collecting
+/// those that finish into `done`. A call's future is polled only here and in the step's
+/// loop, and it may be suspended holding the turn's emit lock (or waiting for the
+/// context's numbering): if the loop awaited its own emits without polling the calls, it
+/// would wait for a lock that only a call it does not poll can release.
+async fn polling<T>(
+    running: &mut Running,
+    done: &mut Vec<Finished>,
+    work: impl std::future::Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    let mut work = pin!(work);
+    loop {
+        tokio::select! {
+            biased;
+            result = &mut work => return result,
+            Some(finished) = running.next(), if !running.is_empty() => done.push(finished),
+        }
+    }
+}
+
 impl Step<'_> {
-    async fn handle(&mut self, event: StepEvent) -> Result<(), StoreError> {
+    /// Stores the outcomes of calls that finished while an event was being handled.
+    fn record(&mut self, done: &mut Vec<Finished>) -> Result<(), StoreError> {
+        for (slot, outcome) in done.drain(..) {
+            self.slots[slot].2 = Some(outcome?);
+        }
+        Ok(())
+    }
+
+    /// Emits what `event` means; a complete tool call is returned, started, for the step
+    /// to poll with the others.
+    async fn handle(
+        &mut self,
+        event: StepEvent,
+    ) -> Result<Option<BoxFuture<'static, Finished>>, StoreError> {
         match event {
             StepEvent::Text(delta) => {
                 if delta.is_empty() {
-                    return Ok(());
+                    return Ok(None);
                 }
                 self.text.push_str(&delta);
                 let index = self.turn.counters.next_content_index();
@@ -174,8 +217,7 @@ impl Step<'_> {
                     provided_input: None,
                     announce: true,
                 });
-                self.running
-                    .push(Box::pin(async move { (slot, run.await) }));
+                return Ok(Some(Box::pin(async move { (slot, run.await) })));
             }
             StepEvent::Usage(usage) => {
                 self.turn.counters.tokens_used += usage.total_tokens;
@@ -197,7 +239,7 @@ impl Step<'_> {
             }
             StepEvent::Finish(reason) => self.finish_reason = reason,
         }
-        Ok(())
+        Ok(None)
     }
 
     /// Emits a thought's closing event and keeps it with the message when it must be
