@@ -92,6 +92,29 @@ pub trait A2aHost: Clone + Send + Sync + 'static {
     /// The address the host listens on, for an agent card requested without `Host`.
     fn fallback_authority(&self) -> String;
 
+    /// Interfaces the host serves besides this HTTP endpoint (e.g. its gRPC listener), as
+    /// A2A `AgentInterface` JSON objects (`url`, `protocolBinding`, `protocolVersion`) for
+    /// the agent card's `supportedInterfaces`. `base_url` is the card's own base
+    /// (`scheme://host[:port]` as the client addressed the server), so an interface on
+    /// another port can keep the host name the client used. Default: none.
+    fn extra_interfaces(&self, base_url: &str) -> Vec<serde_json::Value> {
+        let _ = base_url;
+        Vec::new()
+    }
+
+    /// Push notifications ([`crate::push`]): the host's webhook policy when it delivers
+    /// them, `None` when it does not (the card then says `pushNotifications: false` and
+    /// the config methods answer `PushNotificationNotSupported`). Default: none.
+    fn push_settings(&self) -> Option<crate::push::PushSettings> {
+        None
+    }
+
+    /// A push-notification config was stored (created or replaced): the host's delivery
+    /// worker starts (or restarts) delivering to it. Default: nothing.
+    fn push_config_saved(&self, config: &looopy_store::PushConfigRecord) {
+        let _ = config;
+    }
+
     /// The context if the caller may see it: `NotFound` when it does not exist or belongs
     /// to someone else, `InvalidId` when the id is malformed.
     fn authorize_context(
@@ -115,20 +138,25 @@ pub trait A2aHost: Clone + Send + Sync + 'static {
         task_id: &str,
     ) -> impl Future<Output = Result<TaskRecord, HostError>> + Send;
 
-    /// Starts a turn as the caller, under the host's limits, tracked for shutdown.
+    /// Starts a turn as the caller, under the host's limits, tracked for shutdown. The
+    /// user message is stored as given: its [`id`](looopy_protocol::Message::id) is the
+    /// client's `messageId`, which the task's history shows again.
     fn start_turn(
         &self,
         caller: &Self::Caller,
         context_id: &str,
-        message: &str,
+        message: looopy_protocol::Message,
     ) -> impl Future<Output = Result<TurnStarted, HostError>> + Send;
 
     /// Answers a paused task's input request and resumes it (access already checked).
+    /// `message_id` is the client's id of the message that carried the answer: it goes on
+    /// the `input-received` event (`metadata.messageId`), where the task's history finds it.
     fn provide_input(
         &self,
         task_id: &str,
         input_id: &str,
         value: serde_json::Value,
+        message_id: Option<&str>,
     ) -> impl Future<Output = Result<TurnStarted, HostError>> + Send;
 
     /// Takes one of the caller's stream slots. Take it before starting work the stream

@@ -18,21 +18,28 @@ pub struct UserInput {
     pub text: String,
     /// The data parts' values, in order.
     pub data: Vec<Value>,
-    /// File parts (`raw` or `url`), left for the caller to accept or refuse.
+    /// File parts (`raw` or `url`). Always empty today: files are refused while reading
+    /// (see [`user_input_from_v1`]); kept for an agent that accepts them.
     pub files: Vec<v1::Part>,
     pub reference_task_ids: Vec<String>,
 }
 
-/// Reads a v1.0 message sent by a client.
+/// Reads a v1.0 message sent by a client. Every transport (JSON-RPC, REST, gRPC) reads
+/// messages through here, so they refuse the same messages with the same errors.
 ///
-/// Errors: an empty `messageId`, a role other than user, an id that is not a safe
-/// identifier, or a message with neither text nor data.
+/// Errors, in this order: an empty `messageId`; no `role` (`ROLE_UNSPECIFIED`, which is
+/// how ProtoJSON reads an absent role) or a role other than user; an id that is not a safe
+/// identifier; a file part (this agent takes text and data, so that is
+/// [`A2aError::UnsupportedContent`] — checked before emptiness, so a message of only files
+/// says why it is refused); a message with neither text nor data.
 pub fn user_input_from_v1(message: &v1::Message) -> Result<UserInput, A2aError> {
     if message.message_id.is_empty() {
         return Err(A2aError::MissingMessageId);
     }
-    if message.role == v1::Role::Agent {
-        return Err(A2aError::NotFromUser);
+    match message.role {
+        v1::Role::User => {}
+        v1::Role::Unspecified => return Err(A2aError::MissingRole),
+        v1::Role::Agent => return Err(A2aError::NotFromUser),
     }
     for (field, id) in [
         ("contextId", &message.context_id),
@@ -58,6 +65,15 @@ pub fn user_input_from_v1(message: &v1::Message) -> Result<UserInput, A2aError> 
             v1::PartContent::Data(d) => data.push(d.clone()),
             v1::PartContent::Raw(_) | v1::PartContent::Url(_) => files.push(part.clone()),
         }
+    }
+    if let Some(file) = files.first() {
+        return Err(A2aError::UnsupportedContent {
+            media_type: file
+                .media_type
+                .clone()
+                .filter(|m| !m.is_empty())
+                .unwrap_or_else(|| "a file without mediaType".to_owned()),
+        });
     }
     let text = texts.join("\n");
     if text.trim().is_empty() && data.is_empty() {
@@ -92,12 +108,12 @@ mod tests {
     fn text_parts_are_joined_and_ids_kept() {
         let m = v1_msg(
             json!({"messageId": "m1", "contextId": "ctx-1", "taskId": "task-1", "role": "ROLE_USER",
-            "parts": [{"text": "hello"}, {"data": {"approve": true}}, {"text": "world"}, {"url": "https://x/y.png"}]}),
+            "parts": [{"text": "hello"}, {"data": {"approve": true}}, {"text": "world"}]}),
         );
         let input = user_input_from_v1(&m).unwrap();
         assert_eq!(input.text, "hello\nworld");
         assert_eq!(input.data, vec![json!({"approve": true})]);
-        assert_eq!(input.files.len(), 1);
+        assert!(input.files.is_empty());
         assert_eq!(
             (input.context_id.as_deref(), input.task_id.as_deref()),
             (Some("ctx-1"), Some("task-1"))
@@ -141,11 +157,24 @@ mod tests {
                 ..
             })
         ));
+        let no_role = v1_msg(json!({"messageId": "m", "parts": [{"text": "x"}]}));
+        assert_eq!(user_input_from_v1(&no_role), Err(A2aError::MissingRole));
         let only_file = v1_msg(
-            json!({"messageId": "m", "role": "ROLE_UNSPECIFIED", "parts": [{"raw": "aGk="}]}),
+            json!({"messageId": "m", "role": "ROLE_USER", "parts": [{"raw": "aGk=", "mediaType": "image/png"}]}),
         );
-        assert_eq!(user_input_from_v1(&only_file), Err(A2aError::EmptyMessage));
+        let refused = user_input_from_v1(&only_file).unwrap_err();
+        assert_eq!(
+            refused,
+            A2aError::UnsupportedContent {
+                media_type: "image/png".into()
+            }
+        );
+        let err: crate::JsonRpcError = refused.into();
+        assert_eq!(err.code, -32005);
+        assert_eq!(err.data.unwrap()[0]["reason"], "CONTENT_TYPE_NOT_SUPPORTED");
         let err: crate::JsonRpcError = A2aError::EmptyMessage.into();
+        assert_eq!(err.code, -32602);
+        let err: crate::JsonRpcError = A2aError::MissingRole.into();
         assert_eq!(err.code, -32602);
     }
 }

@@ -20,6 +20,10 @@
 //! starting turns under its limits, SSE framing) and merges [`routes`] into its router, so
 //! `looopy-server` depends on this crate and not the reverse.
 //!
+//! The [`client`] (feature `client`, on by default) calls remote agents: `A2aClient::connect(url)`,
+//! then `send`, `send_streaming`, `get_task`, `cancel_task`, `subscribe`, over JSON-RPC or
+//! HTTP+JSON, v1.0 with v0.3 fallback.
+//!
 //! ```
 //! use looopy_a2a::{self as a2a, MappingState, v1};
 //! use looopy_protocol::event::{ContentDelta, Initiator, TaskCreated};
@@ -49,12 +53,20 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
+#[cfg(feature = "client")]
+pub mod client;
 pub mod convert;
+#[cfg(feature = "grpc")]
+pub mod grpc;
 mod host;
 pub mod http;
 mod incoming;
 pub mod jsonrpc;
 pub mod mapping;
+pub mod push;
+#[cfg(feature = "client")]
+pub mod remote;
+pub mod rest;
 mod serde_util;
 mod snapshot;
 pub mod v03;
@@ -80,17 +92,35 @@ use looopy_protocol::TaskState;
 pub enum A2aError {
     #[error("message.messageId must not be empty")]
     MissingMessageId,
+    #[error("message.role is required (ROLE_USER)")]
+    MissingRole,
     #[error("a message sent to the agent must have role ROLE_USER")]
     NotFromUser,
     #[error("message.{field} is not a valid id: {value:?}")]
     InvalidId { field: &'static str, value: String },
     #[error("the message has no text or data")]
     EmptyMessage,
+    /// A part this agent cannot take (a file): `ContentTypeNotSupported`, not a malformed
+    /// request.
+    #[error(
+        "this agent accepts text and data parts (text/plain, application/json), not {media_type}"
+    )]
+    UnsupportedContent { media_type: String },
 }
 
 impl From<A2aError> for JsonRpcError {
     fn from(e: A2aError) -> Self {
-        JsonRpcError::invalid_params(e)
+        match e {
+            A2aError::UnsupportedContent { ref media_type } => {
+                let media_type = media_type.clone();
+                JsonRpcError::new(
+                    ErrorKind::ContentTypeNotSupported,
+                    format!("Incompatible content types: {e}"),
+                )
+                .with_info("mediaType", media_type)
+            }
+            other => JsonRpcError::invalid_params(other),
+        }
     }
 }
 

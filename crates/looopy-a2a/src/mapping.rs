@@ -10,9 +10,17 @@
 //! | terminal `task-status` | first a closing chunk of the answer (`text: ""`, `append`, `lastChunk`) if one was streamed, then the `statusUpdate` |
 //! | `task-complete` | nothing, normally. If no delta was streamed and it has content, the whole answer as one chunk (`lastChunk`); if its terminal state was never announced, that `statusUpdate` |
 //! | `input-required` / `auth-required` | `statusUpdate` `INPUT_REQUIRED` / `AUTH_REQUIRED` whose message has the prompt as text and the request (`inputId`, `inputType`, `schema`, `options` / `authId`, `authType`, `authUrl`, `scopes`, …) as a data part |
-//! | `file-write` | `artifactUpdate`: base64 data as `raw`, text as `text`, with `filename`/`mediaType`; `append` when `index > 0`, `lastChunk` when `complete` |
+//! | `file-write` | `artifactUpdate`: base64 data as `raw`, text as `text`, with `filename`/`mediaType`; `append` when `index > 0`, `lastChunk` when `complete`. The first chunk (`index` 0) carries `name`, `description`, `filename` and `mediaType` and never `append`; the last carries `metadata.size` and `metadata.sha256` |
 //! | `data-write` | `artifactUpdate` with one `data` part, `lastChunk` |
 //! | `dataset-write` | `artifactUpdate` with one `data` part `{"rows": [...]}` per batch; the row schema in `metadata.schema` of the first batch |
+//! | terminal or interrupted `task-status` | first a closing chunk for every file or dataset still open (see below), then the answer's, then the `statusUpdate` |
+//!
+//! An artifact cut off by a cap is closed by its writer: the last chunk (`lastChunk`) has
+//! `metadata.incomplete: true` and `metadata.error`. One whose writer was dropped unfinished
+//! (the tool returned early or failed) gets no last chunk from the tool, so the mapping
+//! closes it when the task stops running: an empty part of the same kind, `append`,
+//! `lastChunk`, `metadata: {"incomplete": true, "error": …}`. Either way every artifact a
+//! client sees start is closed exactly once, and `incomplete` tells a cut-off one apart.
 //! | tools, thoughts, usage, sub-agents, `input-received`, `auth-completed` | nothing: A2A has no place for them and peers need only the outcome |
 //! | `internal:*`, events of another task (a sub-agent's) | nothing, ever |
 //!
@@ -45,7 +53,22 @@ pub struct MappingState {
     last_state: Option<v1::TaskState>,
     answer_started: bool,
     answer_closed: bool,
+    /// Files and datasets whose first chunk was sent and whose last was not, in the order
+    /// they started: closed (as incomplete) when the task stops running.
+    open_artifacts: Vec<(String, Closing)>,
 }
+
+/// The empty part that closes an open artifact: the same kind of part as its chunks, so a
+/// client appending it keeps one kind of content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Closing {
+    Raw,
+    Text,
+    Rows,
+}
+
+/// Why an artifact was closed by the mapping rather than by its writer.
+pub(crate) const UNFINISHED: &str = "the tool ended without finishing this artifact";
 
 impl MappingState {
     /// A fresh state for a stream that starts at the task's `task-created` event.
@@ -56,6 +79,7 @@ impl MappingState {
             last_state: None,
             answer_started: false,
             answer_closed: false,
+            open_artifacts: Vec::new(),
         }
     }
 
@@ -77,6 +101,9 @@ impl MappingState {
             last_state: Some(state),
             answer_started: answered,
             answer_closed: answered && state.is_terminal(),
+            // A snapshot shows closed artifacts only; one still being written is replayed
+            // from its first chunk (see `http::snapshot`), which opens it here again.
+            open_artifacts: Vec::new(),
         }
     }
 
@@ -93,6 +120,24 @@ impl MappingState {
     /// Whether any answer text has been sent.
     pub fn answer_started(&self) -> bool {
         self.answer_started
+    }
+
+    /// The ids of the files and datasets started but not yet closed, oldest first.
+    pub fn open_artifacts(&self) -> impl Iterator<Item = &str> {
+        self.open_artifacts.iter().map(|(id, _)| id.as_str())
+    }
+
+    /// Notes a chunk of `id`: the first opens it (again, if it is rewritten), the last
+    /// closes it.
+    fn track(&mut self, id: &str, closing: Closing, complete: bool) {
+        let known = self.open_artifacts.iter().position(|(open, _)| open == id);
+        match (known, complete) {
+            (Some(at), true) => {
+                self.open_artifacts.remove(at);
+            }
+            (None, false) => self.open_artifacts.push((id.to_owned(), closing)),
+            (Some(_), false) | (None, true) => {}
+        }
     }
 }
 
@@ -163,10 +208,21 @@ pub fn to_v1(event: &Event, state: &mut MappingState) -> Vec<v1::StreamResponse>
             );
         }
         EventPayload::FileWrite(f) => {
+            let closing = match f.encoding {
+                Some(FileEncoding::Base64) => Closing::Raw,
+                Some(FileEncoding::Utf8) | None => Closing::Text,
+            };
+            state.track(&f.artifact_id, closing, f.complete);
             out.push(ctx.artifact_update(file_artifact(f), f.index > 0, f.complete))
         }
-        EventPayload::DataWrite(d) => out.push(ctx.artifact_update(data_artifact(d), false, true)),
+        EventPayload::DataWrite(d) => {
+            // A data record is whole in one event: it also replaces a file or dataset of
+            // the same id that was still open.
+            state.track(&d.artifact_id, Closing::Rows, true);
+            out.push(ctx.artifact_update(data_artifact(d), false, true))
+        }
         EventPayload::DatasetWrite(d) => {
+            state.track(&d.artifact_id, Closing::Rows, d.complete);
             out.push(ctx.artifact_update(dataset_artifact(d), d.index > 0, d.complete));
         }
         // Tools, thoughts, usage, sub-agents and input/auth answers have no A2A item.
@@ -216,6 +272,13 @@ fn announce(
     metadata: Option<Metadata>,
     out: &mut Vec<v1::StreamResponse>,
 ) {
+    if new_state.is_terminal() || new_state.is_interrupted() {
+        // No tool runs past this point (a pause waits for every call of its step), so an
+        // artifact still open will never get its last chunk: close it, marked incomplete.
+        for (id, closing) in std::mem::take(&mut state.open_artifacts) {
+            out.push(ctx.artifact_update(close_unfinished(&id, closing), true, true));
+        }
+    }
     if new_state.is_terminal() && state.answer_started && !state.answer_closed {
         state.answer_closed = true;
         out.push(ctx.answer_chunk("", false, true, true));
@@ -272,6 +335,22 @@ fn file_artifact(f: &FileWrite) -> v1::Artifact {
         description: f.description.clone(),
         metadata: non_empty(&f.metadata),
         ..v1::Artifact::new(&f.artifact_id, vec![part])
+    }
+}
+
+/// The closing chunk of an artifact its writer left open.
+fn close_unfinished(id: &str, closing: Closing) -> v1::Artifact {
+    let part = match closing {
+        Closing::Raw => v1::Part::from_content(v1::PartContent::Raw(String::new())),
+        Closing::Text => v1::Part::text(""),
+        Closing::Rows => json_part(json!({ "rows": [] })),
+    };
+    let mut metadata = Metadata::new();
+    metadata.insert("incomplete".into(), Value::Bool(true));
+    metadata.insert("error".into(), Value::String(UNFINISHED.to_owned()));
+    v1::Artifact {
+        metadata: Some(metadata),
+        ..v1::Artifact::new(id, vec![part])
     }
 }
 

@@ -100,8 +100,9 @@ fn history(s: &TaskSnapshot, limit: Option<usize>) -> Option<Vec<v1::Message>> {
     if limit == Some(0) {
         return None;
     }
-    // Ids use the position in the whole conversation, so they stay stable whatever limit
-    // a client asks for.
+    // A message keeps the id its sender gave it (a client's `messageId`); the others get
+    // one from their position in the whole conversation, stable whatever limit a client
+    // asks for.
     let visible: Vec<v1::Message> = s
         .history
         .iter()
@@ -116,7 +117,8 @@ fn history(s: &TaskSnapshot, limit: Option<usize>) -> Option<Vec<v1::Message>> {
                 context_id: Some(s.context_id.clone()),
                 task_id: Some(s.task_id.clone()),
                 ..v1::Message::new(
-                    format!("{}-history-{i}", s.task_id),
+                    m.id.clone()
+                        .unwrap_or_else(|| format!("{}-history-{i}", s.task_id)),
                     role,
                     vec![v1::Part::text(&m.content)],
                 )
@@ -138,7 +140,7 @@ mod tests {
         s.answer = Some("42".into());
         s.history = vec![
             Message::system("be brief"),
-            Message::user("what is 6*7?"),
+            Message::user("what is 6*7?").with_id("client-1"),
             Message::assistant_with_tools(
                 "",
                 vec![ToolCall {
@@ -160,7 +162,7 @@ mod tests {
         assert_eq!(h.len(), 2);
         assert_eq!(
             (h[0].role, h[0].message_id.as_str()),
-            (v1::Role::User, "t-history-1")
+            (v1::Role::User, "client-1")
         );
         assert_eq!(
             (h[1].role, h[1].message_id.as_str()),

@@ -3,8 +3,10 @@
 //! `final` flag on status updates.
 //!
 //! Written as the official Python SDK writes it (`append`/`lastChunk` present on artifact
-//! updates). Read leniently: unknown fields are ignored, a missing `kind` on a message or
-//! task is assumed, and a part without `kind` is recognised by its member.
+//! updates). Read leniently where the 0.3 schema allows it: unknown fields are ignored and
+//! a missing `kind` on a message or task is assumed. A part's `kind` is required (it is
+//! what tells a `text` part from a `data` part), so a part without one is an error
+//! (`-32602` on a request), as in the 0.3 schema.
 
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
@@ -149,17 +151,10 @@ impl<'de> Deserialize<'de> for Part {
             metadata: Option<Metadata>,
         }
         let raw = RawPart::deserialize(d)?;
-        let kind = match raw.kind.as_deref() {
-            Some(k) => k,
-            // No `kind`: recognise the part by its member.
-            None if raw.text.is_some() => "text",
-            None if raw.file.is_some() => "file",
-            None if raw.data.is_some() => "data",
-            None => {
-                return Err(D::Error::custom(
-                    "a part needs `kind` or one of `text`, `file`, `data`",
-                ));
-            }
+        let Some(kind) = raw.kind.as_deref() else {
+            return Err(D::Error::custom(
+                "a part needs `kind` (\"text\", \"file\" or \"data\")",
+            ));
         };
         let metadata = raw.metadata;
         match kind {
@@ -350,11 +345,11 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn parts_read_with_or_without_kind() {
+    fn parts_need_their_kind() {
         let p: Part = serde_json::from_value(json!({"kind": "text", "text": "hi"})).unwrap();
         assert_eq!(p, Part::text("hi"));
-        let p: Part = serde_json::from_value(json!({"text": "hi"})).unwrap();
-        assert_eq!(p, Part::text("hi"));
+        let err = serde_json::from_value::<Part>(json!({"text": "hi"})).unwrap_err();
+        assert!(err.to_string().contains("kind"), "{err}");
         let p: Part = serde_json::from_value(
             json!({"kind": "file", "file": {"mimeType": "image/png", "data": "aGk="}}),
         )

@@ -98,6 +98,7 @@ pub struct Part {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub filename: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "media_type")]
     pub media_type: Option<String>,
 }
 
@@ -137,10 +138,13 @@ impl Part {
 pub struct Message {
     /// Required; read as empty when absent so validation can say what is missing.
     #[serde(default, deserialize_with = "null_as_default")]
+    #[serde(alias = "message_id")]
     pub message_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "context_id")]
     pub context_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "task_id")]
     pub task_id: Option<String>,
     #[serde(default)]
     pub role: Role,
@@ -159,6 +163,7 @@ pub struct Message {
         deserialize_with = "null_as_default",
         skip_serializing_if = "Vec::is_empty"
     )]
+    #[serde(alias = "reference_task_ids")]
     pub reference_task_ids: Vec<String>,
 }
 
@@ -182,6 +187,7 @@ impl Message {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Artifact {
+    #[serde(alias = "artifact_id")]
     pub artifact_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
@@ -244,6 +250,7 @@ impl TaskStatus {
 pub struct Task {
     pub id: String,
     #[serde(default, deserialize_with = "null_as_default")]
+    #[serde(alias = "context_id")]
     pub context_id: String,
     pub status: TaskStatus,
     /// `None` leaves the field out (`ListTasks` without `includeArtifacts`); `Some(vec![])`
@@ -262,7 +269,9 @@ pub struct Task {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskStatusUpdateEvent {
+    #[serde(alias = "task_id")]
     pub task_id: String,
+    #[serde(alias = "context_id")]
     pub context_id: String,
     pub status: TaskStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -273,7 +282,9 @@ pub struct TaskStatusUpdateEvent {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskArtifactUpdateEvent {
+    #[serde(alias = "task_id")]
     pub task_id: String,
+    #[serde(alias = "context_id")]
     pub context_id: String,
     pub artifact: Artifact,
     /// Append these parts to the artifact with the same id sent before.
@@ -289,6 +300,7 @@ pub struct TaskArtifactUpdateEvent {
         deserialize_with = "null_as_default",
         skip_serializing_if = "is_false"
     )]
+    #[serde(alias = "last_chunk")]
     pub last_chunk: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Metadata>,
@@ -347,8 +359,10 @@ struct RawStreamResponse {
     #[serde(default)]
     message: Option<Message>,
     #[serde(default)]
+    #[serde(alias = "status_update")]
     status_update: Option<TaskStatusUpdateEvent>,
     #[serde(default)]
+    #[serde(alias = "artifact_update")]
     artifact_update: Option<TaskArtifactUpdateEvent>,
 }
 

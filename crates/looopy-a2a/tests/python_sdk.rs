@@ -1,6 +1,10 @@
 //! The official A2A Python SDK (`a2a-sdk` from PyPI) against a real server: discovery via
 //! the card, a streamed turn, GetTask, ListTasks, cancelling a streaming turn, and the
-//! SDK's v0.3 compatibility transport. The client is `tests/e2e/a2a_sdk_client.py`.
+//! SDK's v0.3 compatibility transport (client: `tests/e2e/a2a_sdk_client.py`); and a
+//! tool's artifacts — a ~4 MiB binary file in 64 KiB chunks, small files, a data record, a
+//! dataset — reassembled by the SDK client from the stream and read back from GetTask,
+//! the large file downloaded from its link, over v1.0 and v0.3
+//! (client: `tests/e2e/a2a_sdk_artifacts.py`).
 //!
 //! Skipped (with a message) when python3 or the SDK is missing, unless
 //! `LOOOPY_REQUIRE_E2E=1`, which makes that a failure.
@@ -8,10 +12,12 @@
 #[path = "../../looopy-server/tests/e2e/support.rs"]
 mod support;
 
+mod artifact_support;
+
 use std::path::Path;
 use std::process::Stdio;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use support::*;
 
 const TOKEN: &str = "sdk-test-token";
@@ -96,7 +102,8 @@ async fn the_official_python_client_streams_gets_lists_and_cancels() {
     let url = format!("http://{}/a2a", server.addr);
     assert_eq!(card["interfaces"][0]["url"], url.as_str());
     assert_eq!(card["interfaces"][0]["version"], "1.0");
-    assert_eq!(card["interfaces"][1]["version"], "0.3");
+    let listed = card["interfaces"].as_array().unwrap();
+    assert_eq!(listed.last().unwrap()["version"], "0.3");
 
     // 1. The streamed turn: task, working, answer chunks, completed.
     let stream = steps(&lines, "stream");
@@ -169,5 +176,130 @@ async fn the_official_python_client_streams_gets_lists_and_cancels() {
 
     // 5. Errors arrive as the SDK's typed errors.
     assert_eq!(steps(&lines, "missing")[0]["error"], "TaskNotFoundError");
+    server.shutdown().await;
+}
+
+/// Runs a Python client script against `base` and returns its JSON lines (ending `done`).
+async fn run_python(script: &str, base: &str, token: &str) -> Vec<Value> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/e2e")
+        .join(script);
+    let child = tokio::process::Command::new("python3")
+        .arg(&script)
+        .arg(base)
+        .arg(token)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let out = within("the Python SDK client", child.wait_with_output())
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "client failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let lines: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    assert_eq!(lines.last().unwrap()["step"], "done", "{stdout}");
+    lines
+}
+
+fn named<'a>(artifacts: &'a Value, name: &str) -> &'a Value {
+    artifacts
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == name)
+        .unwrap_or_else(|| panic!("no artifact {name} in {artifacts}"))
+}
+
+#[tokio::test]
+async fn the_official_python_client_reassembles_streamed_artifacts() {
+    use artifact_support::{ArtifactServer, BIG, ICON, NOTES, TOKEN, payload, sha256_hex};
+    if skip_without(sdk_missing()) {
+        return;
+    }
+    let server = ArtifactServer::start(128 * 1024 * 1024).await;
+    let lines = run_python("a2a_sdk_artifacts.py", &server.base(), TOKEN).await;
+    let big = payload(BIG, 1);
+    let (big_sha, icon_sha) = (sha256_hex(&big), sha256_hex(&payload(ICON, 2)));
+    assert_eq!(
+        steps(&lines, "v03-transport")[0]["transport"],
+        "CompatJsonRpcTransport"
+    );
+    for version in ["1.0", "0.3"] {
+        let stream = lines
+            .iter()
+            .find(|l| l["step"] == "stream" && l["version"] == version)
+            .unwrap_or_else(|| panic!("no stream for {version}"));
+        let artifacts = &stream["artifacts"];
+        // The large file: many chunks, one lastChunk, byte-identical to what the tool wrote.
+        let file = named(artifacts, "payload.bin");
+        assert_eq!(file["updates"], BIG.div_ceil(65_535), "{version}");
+        assert_eq!(file["lastChunks"], 1, "{version}");
+        assert_eq!(file["length"], BIG, "{version}");
+        assert_eq!(file["sha256"], big_sha.as_str(), "{version}");
+        assert_eq!(file["metadata"]["sha256"], big_sha.as_str(), "{version}");
+        assert_eq!(file["mediaType"], "application/octet-stream", "{version}");
+        assert_eq!(file["filename"], "payload.bin", "{version}");
+        let notes = named(artifacts, "notes.md");
+        assert_eq!(notes["text"], NOTES, "{version}");
+        assert_eq!(named(artifacts, "icon.bin")["sha256"], icon_sha.as_str());
+        let summary = named(artifacts, "summary");
+        assert_eq!(
+            summary["data"],
+            json!([{"files": 3, "ok": true}]),
+            "{version}"
+        );
+        assert_eq!(summary["lastChunks"], 1);
+        let table = named(artifacts, "table");
+        let rows: Vec<Value> = table["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|d| d["rows"].as_array().unwrap().clone())
+            .collect();
+        assert_eq!(rows, [json!({"n": 1}), json!({"n": 2}), json!({"n": 3})]);
+        assert_eq!(table["lastChunks"], 1);
+
+        // GetTask: the large file linked and downloaded whole, the rest inline.
+        let got = lines
+            .iter()
+            .find(|l| l["step"] == "get" && l["version"] == version)
+            .unwrap_or_else(|| panic!("no get for {version}"));
+        let artifacts = &got["artifacts"];
+        let task_id = stream["taskId"].as_str().unwrap();
+        let linked = &named(artifacts, "payload.bin")["parts"][0];
+        assert_eq!(linked["kind"], "url", "{version}: {linked}");
+        let id = file["id"].as_str().unwrap();
+        assert_eq!(
+            linked["url"],
+            format!("{}/v1/tasks/{task_id}/artifacts/{id}", server.base())
+        );
+        assert_eq!(linked["status"], 200);
+        assert_eq!(linked["contentType"], "application/octet-stream");
+        assert_eq!(linked["length"], BIG);
+        assert_eq!(linked["sha256"], big_sha.as_str(), "{version}");
+        let icon = &named(artifacts, "icon.bin")["parts"][0];
+        assert_eq!(
+            (&icon["kind"], &icon["sha256"]),
+            (&json!("raw"), &json!(icon_sha))
+        );
+        assert_eq!(named(artifacts, "notes.md")["parts"][0]["kind"], "text");
+        assert_eq!(
+            named(artifacts, "summary")["parts"][0]["data"],
+            json!({"files": 3, "ok": true})
+        );
+        assert_eq!(
+            named(artifacts, "table")["parts"][0]["data"],
+            json!({"rows": [{"n": 1}, {"n": 2}, {"n": 3}]})
+        );
+    }
     server.shutdown().await;
 }

@@ -124,6 +124,10 @@ fn agent_error(error: AgentError) -> RpcError {
         | AgentError::NotWaiting { .. }
         | AgentError::WrongInput { .. }
         | AgentError::NotRunning { .. } => RpcError::unsupported(error),
+        // Too many messages queued behind the context's running turn: retry later.
+        AgentError::QueueFull { .. } => {
+            RpcError::retry_later(StatusCode::TOO_MANY_REQUESTS, error.to_string())
+        }
         AgentError::StorageUnavailable(_) => storage_unavailable(&error),
         AgentError::Store(ref e) if e.is_storage_failure() => storage_unavailable(&error),
         other => RpcError::internal("running the agent", &other),

@@ -10,9 +10,10 @@ use looopy_protocol::TaskState;
 use looopy_protocol::ids::is_valid_id;
 use looopy_store::{TaskPage, TaskQuery, TaskRecord};
 
+use super::artifacts::View;
 use super::error::RpcError;
 use super::ops::Caller;
-use super::snapshot::{Folded, fold_context, histories, snapshot};
+use super::snapshot::{Folded, fold_context, histories, snapshot, snapshot_with_artifacts};
 use crate::{A2aHost, HostError, task_state_from_v1, task_state_to_v1, task_to_v1, v1};
 
 /// `ListTasks` (v1.0 only): the caller's top-level tasks, most recently updated first,
@@ -110,25 +111,32 @@ pub(crate) async fn list<H: A2aHost>(
             folds.insert(context_id, (fold.tasks, history));
         }
     }
-    let tasks = page
-        .iter()
-        .map(|record| {
-            let (folded, history) = match folds.get_mut(&record.context_id) {
-                Some((f, h)) => (
-                    f.get(&record.task_id),
-                    h.remove(&record.task_id).unwrap_or_default(),
-                ),
-                None => (None, Vec::new()),
-            };
-            let mut task = task_to_v1(&snapshot(record, folded, history), Some(history_length));
-            if include_artifacts {
-                task.artifacts.get_or_insert_with(Vec::new);
-            } else {
-                task.artifacts = None;
-            }
-            task
-        })
-        .collect();
+    let mut tasks = Vec::with_capacity(page.len());
+    for record in &page {
+        let (folded, history) = match folds.get_mut(&record.context_id) {
+            Some((f, h)) => (
+                f.get(&record.task_id),
+                h.remove(&record.task_id).unwrap_or_default(),
+            ),
+            None => (None, Vec::new()),
+        };
+        // Artifacts are read from the store only when asked for.
+        let snap = if include_artifacts {
+            let view = View::Now;
+            snapshot_with_artifacts(store, record, folded, history, view, &caller.base_url)
+                .await?
+                .0
+        } else {
+            snapshot(record, folded, history)
+        };
+        let mut task = task_to_v1(&snap, Some(history_length));
+        if include_artifacts {
+            task.artifacts.get_or_insert_with(Vec::new);
+        } else {
+            task.artifacts = None;
+        }
+        tasks.push(task);
+    }
     Ok(v1::ListTasksResponse {
         tasks,
         next_page_token,

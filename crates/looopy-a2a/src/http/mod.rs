@@ -5,8 +5,9 @@
 //!
 //! | route | |
 //! |---|---|
-//! | `GET /.well-known/agent-card.json`, `GET /.well-known/agent.json` | the agent card (public), valid for v1.0 and v0.3 clients |
-//! | `POST /a2a` | JSON-RPC 2.0: `SendMessage`, `SendStreamingMessage`, `GetTask`, `ListTasks`, `CancelTask`, `SubscribeToTask` (v1.0); `message/send`, `message/stream`, `tasks/get`, `tasks/cancel`, `tasks/resubscribe` (v0.3) |
+//! | `GET /.well-known/agent-card.json`, `GET /.well-known/agent.json` | the agent card (public): v1.0 with `A2A-Version: 1.0`, v0.3 without it |
+//! | `POST /a2a`, `POST /a2a/` | JSON-RPC 2.0: `SendMessage`, `SendStreamingMessage`, `GetTask`, `ListTasks`, `CancelTask`, `SubscribeToTask` (v1.0); `message/send`, `message/stream`, `tasks/get`, `tasks/cancel`, `tasks/resubscribe` (v0.3) |
+//! | `/a2a/rest/…` | the same v1.0 operations over HTTP+JSON ([`crate::rest`]) |
 //!
 //! An A2A task is a Looopy task (one turn) and an A2A `contextId` a Looopy context, so the
 //! REST API, the web page and A2A peers all see the same conversations. Nothing here keeps
@@ -15,9 +16,18 @@
 //! resumed stream) is folded from the same log, so a task looks the same however a client
 //! reads it.
 //!
+//! A task's files, data records and datasets stream as `artifactUpdate`s (see
+//! [`crate::mapping`]) and appear whole in `Task.artifacts`: content up to 1 MiB inline,
+//! larger content as a `url` (v0.3 `uri`) to `GET /v1/tasks/{taskId}/artifacts/{artifactId}`
+//! on the same server, under the same base URL as the agent card (the request's `Host` and
+//! `X-Forwarded-Proto`, else the bound address) and with the same bearer token. A stream
+//! that resumes while a file is being written replays that file from its first chunk.
+//!
 //! Streams answer `text/event-stream` with one `data: {"jsonrpc","id","result"}` frame per
-//! item and end after the task reaches a terminal or interrupted state. A message whose
-//! `taskId` names a task waiting for input answers that input and resumes the task.
+//! item and end after the task reaches a terminal state or moves into an interrupted one (a
+//! subscription to a task that is already waiting for input stays open until it resumes and
+//! finishes). A message whose `taskId` names a task waiting for input answers that input
+//! and resumes the task.
 //! Authentication is the server's bearer tokens; another principal's tasks and contexts do
 //! not exist (`-32001`). Errors are mapped to JSON-RPC codes by [`rpc_error`], one match
 //! over the typed [`HostError`] and [`AgentError`](looopy_agent::AgentError).
@@ -58,13 +68,14 @@
 //! # });
 //! ```
 
-mod card;
+mod artifacts;
+pub(crate) mod card;
 mod error;
-mod list;
-mod ops;
-mod rpc;
+pub(crate) mod list;
+pub(crate) mod ops;
+pub(crate) mod rpc;
 mod snapshot;
-mod stream;
+pub(crate) mod stream;
 
 use axum::Router;
 use axum::routing::{get, post};
@@ -73,14 +84,20 @@ use crate::A2aHost;
 #[cfg(doc)]
 use crate::HostError;
 
-pub use card::agent_card_json;
+pub use card::{
+    AgentCapabilities, AgentInterface, BINDING_GRPC, BINDING_HTTP_JSON, BINDING_JSONRPC,
+    agent_card_json, agent_card_v1, agent_card_v03, supported_interfaces,
+};
 pub use error::{RpcError, rpc_error};
 
 /// The path of the JSON-RPC endpoint.
 pub const RPC_PATH: &str = "/a2a";
+/// The same endpoint with a trailing slash, accepted alike.
+const RPC_PATH_SLASH: &str = "/a2a/";
 
 /// The A2A routes over any [`A2aHost`], to merge into the host's router.
 pub fn routes<H: A2aHost>() -> Router<H> {
+    card::init_epoch();
     Router::new()
         .route(
             "/.well-known/agent-card.json",
@@ -88,4 +105,8 @@ pub fn routes<H: A2aHost>() -> Router<H> {
         )
         .route("/.well-known/agent.json", get(card::get_agent_card::<H>))
         .route(RPC_PATH, post(rpc::handle::<H>))
+        // Clients that join a base URL and a path often post with a trailing slash.
+        .route(RPC_PATH_SLASH, post(rpc::handle::<H>))
+        // The HTTP+JSON binding under `/a2a/rest` (see `crate::rest`).
+        .merge(crate::rest::routes::<H>())
 }

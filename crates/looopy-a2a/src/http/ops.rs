@@ -2,19 +2,22 @@
 //! types (v0.3 calls are converted at the edge, in [`super::rpc`]) and reuse the host's
 //! shared checks — ownership, stream permits, turn tracking — through [`A2aHost`].
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use axum::response::Response;
 use futures::StreamExt;
 use looopy_agent::PendingInputView;
 use looopy_protocol::ids::{is_valid_id, new_context_id};
-use looopy_protocol::{EventPayload, TaskState};
+use looopy_protocol::{EventPayload, Message, TaskState};
 use looopy_store::TaskRecord;
 use serde_json::Value;
 
+use super::artifacts::View;
 use super::error::RpcError;
-use super::snapshot::{fold_context, histories, snapshot};
-use super::stream::A2aFrames;
+use super::snapshot::{Exchange, fold_context, histories, snapshot_with_artifacts};
+use super::stream::{A2aFrames, A2aItems, Binding, Replay};
+use crate::push::PushConfigInput;
 use crate::{
     A2aHost, ErrorKind, JsonRpcError, MappingState, ProtocolVersion, RequestId, TurnStarted,
     UserInput, task_to_v1, v1,
@@ -30,6 +33,11 @@ pub(crate) struct Caller<H: A2aHost> {
     pub(crate) who: H::Caller,
     pub(crate) version: ProtocolVersion,
     pub(crate) id: RequestId,
+    /// `scheme://host[:port]` as the client addressed the server (the agent card's base):
+    /// large artifacts are linked under it.
+    pub(crate) base_url: String,
+    /// How streams are framed: JSON-RPC responses, or bare items for HTTP+JSON.
+    pub(crate) binding: Binding,
 }
 
 /// A `SendMessage`/`message/send` (or streaming) request, version-neutral.
@@ -40,6 +48,9 @@ pub(crate) struct SendParams {
     pub(crate) history_length: Option<usize>,
     /// Answer at once instead of waiting for the task to settle.
     pub(crate) return_immediately: bool,
+    /// A webhook for the task (`configuration.taskPushNotificationConfig`, v0.3
+    /// `pushNotificationConfig`), see [`crate::push`].
+    pub(crate) push: Option<PushConfigInput>,
 }
 
 /// A started or resumed task.
@@ -47,6 +58,9 @@ struct Begun {
     started: TurnStarted,
     /// Set when an input-waiting task was resumed (its stream starts with a snapshot).
     resumed: bool,
+    /// The input request this message answered (when `resumed`), for the history of the
+    /// stream's first item: the answer is logged only once the resumed run starts.
+    answered: Option<Exchange>,
 }
 
 /// A client-supplied task id that is not even well-formed names no task.
@@ -101,11 +115,16 @@ async fn begin<H: A2aHost>(caller: &Caller<H>, params: &SendParams) -> Result<Be
             .await?;
         let started = caller
             .host
-            .start_turn(&caller.who, &context_id, &turn_text(input))
+            .start_turn(
+                &caller.who,
+                &context_id,
+                Message::user(turn_text(input)).with_id(&input.message_id),
+            )
             .await?;
         return Ok(Begun {
             started,
             resumed: false,
+            answered: None,
         });
     };
     let record = authorize_task(caller, task_id).await?;
@@ -132,12 +151,36 @@ async fn begin<H: A2aHost>(caller: &Caller<H>, params: &SendParams) -> Result<Be
     };
     let started = caller
         .host
-        .provide_input(task_id, &pending.input_id, input_value(input))
+        .provide_input(
+            task_id,
+            &pending.input_id,
+            input_value(input),
+            Some(&input.message_id),
+        )
         .await?;
+    let answered = Exchange {
+        input_id: pending.input_id.clone(),
+        tool_call_id: None,
+        prompt: pending.request.prompt.clone(),
+        answer: Some((input_value(input), Some(input.message_id.clone()))),
+    };
     Ok(Begun {
         started,
         resumed: true,
+        answered: Some(answered),
     })
+}
+
+/// [`begin`], with the message's push-notification config: checked before the turn starts
+/// (a bad webhook refuses the message, no task is left without it), stored once it runs.
+async fn begin_with_push<H: A2aHost>(
+    caller: &Caller<H>,
+    params: &SendParams,
+) -> Result<Begun, RpcError> {
+    let push = crate::push::prepare(caller, params.push.clone()).await?;
+    let begun = begin(caller, params).await?;
+    crate::push::attach(caller, &begun.started, push).await?;
+    Ok(begun)
 }
 
 /// `SendMessage` / `message/send`: the task once it is terminal or interrupted (or at once
@@ -146,7 +189,7 @@ pub(crate) async fn send<H: A2aHost>(
     caller: &Caller<H>,
     params: SendParams,
 ) -> Result<v1::Task, RpcError> {
-    let begun = begin(caller, &params).await?;
+    let begun = begin_with_push(caller, &params).await?;
     let TurnStarted {
         context_id,
         task_id,
@@ -167,45 +210,68 @@ pub(crate) async fn send_streaming<H: A2aHost>(
     caller: &Caller<H>,
     params: SendParams,
 ) -> Result<Response, RpcError> {
+    Ok(sse(caller, send_streaming_items(caller, params).await?))
+}
+
+/// [`send_streaming`]'s items, for any binding.
+pub(crate) async fn send_streaming_items<H: A2aHost>(
+    caller: &Caller<H>,
+    params: SendParams,
+) -> Result<A2aItems<H>, RpcError> {
     // The stream slot is taken first, so a refusal never leaves a turn nobody watches.
     let permit = caller.host.acquire_stream(&caller.who)?;
-    let begun = begin(caller, &params).await?;
+    let begun = begin_with_push(caller, &params).await?;
+    let answered = begun.answered;
     let TurnStarted {
         context_id,
         task_id,
         start_seq,
         ..
     } = begun.started;
-    let (mapping, first) = if begun.resumed {
+    let (mapping, first, replay) = if begun.resumed {
         // The stream starts with the task as of the resumption, then its new events.
-        let fold = fold_context(
-            caller.host.agent().store(),
-            &context_id,
-            &[&task_id],
-            Some(start_seq),
-        )
-        .await?;
+        let store = caller.host.agent().store();
+        let fold = fold_context(store, &context_id, &[&task_id], Some(start_seq)).await?;
         // Through the agent, like REST: a failure storage could not take is held there.
         let record = caller.host.agent().get_task(&task_id).await?;
         let record = record.ok_or_else(|| RpcError::task_not_found(&task_id))?;
-        let mut snap = snapshot(&record, fold.tasks.get(&task_id), Vec::new());
+        let history = histories(store, &context_id).await?.remove(&task_id);
+        let (mut snap, replay) = snapshot_with_artifacts(
+            store,
+            &record,
+            fold.tasks.get(&task_id),
+            history.unwrap_or_default(),
+            View::StreamStart,
+            &caller.base_url,
+        )
+        .await?;
         snap.state = TaskState::Working;
         snap.status_message = None;
+        // The question and this message's answer, which the log records only as the
+        // resumed run starts.
+        if !snap.history.is_empty() {
+            let exchange = answered.as_ref().and_then(|a| a.messages(&task_id));
+            snap.history.extend(exchange.into_iter().flatten());
+        }
         let mapping = MappingState::from_snapshot(&snap);
-        (mapping, Some(task_to_v1(&snap, params.history_length)))
+        let first = task_to_v1(&snap, params.history_length);
+        (mapping, Some(first), Replay::new(start_seq, replay))
     } else {
         let mapping = MappingState::new(task_id.clone()).with_user_message(params.message);
-        (mapping, None)
+        (mapping, None, Replay::new(start_seq, HashMap::new()))
     };
-    let events =
-        caller
-            .host
-            .open_task_stream(permit, &caller.who, &context_id, &task_id, start_seq);
-    let mut frames = A2aFrames::<H>::new(events, mapping, caller.version, caller.id.clone());
+    let events = caller.host.open_task_stream(
+        permit,
+        &caller.who,
+        &context_id,
+        &task_id,
+        replay.after_seq(start_seq),
+    );
+    let mut items = A2aItems::<H>::new(events, mapping).replaying(replay);
     if let Some(task) = first {
-        frames = frames.starting_with(v1::StreamResponse::Task(task));
+        items = items.starting_with(v1::StreamResponse::Task(task));
     }
-    Ok(sse(caller, frames))
+    Ok(items)
 }
 
 /// `SubscribeToTask` / `tasks/resubscribe`: the task as it is now, then its events until it
@@ -214,16 +280,28 @@ pub(crate) async fn subscribe<H: A2aHost>(
     caller: &Caller<H>,
     task_id: &str,
 ) -> Result<Response, RpcError> {
+    Ok(sse(caller, subscribe_items(caller, task_id).await?))
+}
+
+/// [`subscribe`]'s items, for any binding.
+pub(crate) async fn subscribe_items<H: A2aHost>(
+    caller: &Caller<H>,
+    task_id: &str,
+) -> Result<A2aItems<H>, RpcError> {
     let record = authorize_task(caller, task_id).await?;
     let context_id = record.context_id.clone();
     let store = caller.host.agent().store();
     let fold = fold_context(store, &context_id, &[task_id], None).await?;
     let history = histories(store, &context_id).await?.remove(task_id);
-    let snap = snapshot(
+    let (snap, replay) = snapshot_with_artifacts(
+        store,
         &record,
         fold.tasks.get(task_id),
         history.unwrap_or_default(),
-    );
+        View::StreamStart,
+        &caller.base_url,
+    )
+    .await?;
     if snap.state.is_terminal() {
         return Err(RpcError::unsupported(format_args!(
             "task {task_id} is {} and will not change any more; use GetTask",
@@ -231,21 +309,26 @@ pub(crate) async fn subscribe<H: A2aHost>(
         )));
     }
     let permit = caller.host.acquire_stream(&caller.who)?;
-    let events =
-        caller
-            .host
-            .open_task_stream(permit, &caller.who, &context_id, task_id, fold.last_seq);
-    let frames = A2aFrames::<H>::new(
-        events,
-        MappingState::from_snapshot(&snap),
-        caller.version,
-        caller.id.clone(),
+    // Files still being written are replayed from their first chunk, the rest of the log
+    // after the snapshot's last event is followed as usual.
+    let replay = Replay::new(fold.last_seq, replay);
+    let events = caller.host.open_task_stream(
+        permit,
+        &caller.who,
+        &context_id,
+        task_id,
+        replay.after_seq(fold.last_seq),
+    );
+    Ok(
+        A2aItems::<H>::new(events, MappingState::from_snapshot(&snap))
+            .replaying(replay)
+            .starting_with(v1::StreamResponse::Task(task_to_v1(&snap, None))),
     )
-    .starting_with(v1::StreamResponse::Task(task_to_v1(&snap, None)));
-    Ok(sse(caller, frames))
 }
 
-fn sse<H: A2aHost>(caller: &Caller<H>, frames: A2aFrames<H>) -> Response {
+/// The items as the SSE response of the caller's binding.
+fn sse<H: A2aHost>(caller: &Caller<H>, items: A2aItems<H>) -> Response {
+    let frames = A2aFrames::new(items, caller.version, caller.id.clone(), caller.binding);
     caller.host.sse_response(frames)
 }
 
@@ -334,11 +417,15 @@ async fn task_now<H: A2aHost>(
         .ok_or_else(|| RpcError::task_not_found(task_id))?;
     let fold = fold_context(store, context_id, &[task_id], None).await?;
     let history = histories(store, context_id).await?.remove(task_id);
-    let snap = snapshot(
+    let (snap, _) = snapshot_with_artifacts(
+        store,
         &record,
         fold.tasks.get(task_id),
         history.unwrap_or_default(),
-    );
+        View::Now,
+        &caller.base_url,
+    )
+    .await?;
     Ok(task_to_v1(&snap, history_length))
 }
 

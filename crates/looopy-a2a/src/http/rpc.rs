@@ -12,7 +12,8 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::http::header::CONTENT_TYPE;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::Value;
@@ -20,13 +21,14 @@ use serde_json::Value;
 use super::error::RpcError;
 use super::list;
 use super::ops::{self, Caller, SendParams};
+use super::stream::Binding;
 use crate::{
     A2aHost, ErrorKind, JsonRpcError, JsonRpcFailure, JsonRpcRequest, JsonRpcSuccess,
     ProtocolVersion, RequestId, user_input_from_v1, user_input_from_v03, v1, v03,
 };
 
 /// What a call answers with.
-enum Reply {
+pub(crate) enum Reply {
     Json(Value),
     Stream(Response),
 }
@@ -38,6 +40,13 @@ pub(crate) async fn handle<H: A2aHost>(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    if let Err(refused) = require_json(&headers) {
+        let mut response = failure(RequestId::Null, refused);
+        response
+            .headers_mut()
+            .insert("accept-post", HeaderValue::from_static("application/json"));
+        return response;
+    }
     let body = match body {
         Ok(body) => body,
         Err(rejection) => {
@@ -62,11 +71,15 @@ pub(crate) async fn handle<H: A2aHost>(
         Err(error) => return failure(id, error.into()),
     };
     tracing::debug!(method = %request.method, version = version.as_str(), "A2A call");
+    // Large artifacts are linked under the same base as the agent card's URL.
+    let base_url = super::card::base_url(&headers, &uri, &host.fallback_authority());
     let caller = Caller {
         host,
         who,
         version,
         id: id.clone(),
+        base_url,
+        binding: Binding::JsonRpc,
     };
     let reply = match version {
         ProtocolVersion::V1_0 => call_v1(&caller, &request).await,
@@ -109,12 +122,7 @@ fn resolve_version(
                 })?
                 .to_owned(),
         ),
-        None => uri.query().and_then(|q| {
-            q.split('&')
-                .filter_map(|pair| pair.split_once('='))
-                .find(|(k, _)| k.eq_ignore_ascii_case("A2A-Version"))
-                .map(|(_, v)| v.to_owned())
-        }),
+        None => version_query(uri),
     };
     match declared.filter(|v| !v.trim().is_empty()) {
         Some(version) => ProtocolVersion::from_header(Some(&version)),
@@ -122,15 +130,53 @@ fn resolve_version(
     }
 }
 
-fn history(length: Option<i32>) -> Option<usize> {
-    length.and_then(|n| usize::try_from(n).ok())
+/// Refuses a body declared as something other than JSON (`415`, `-32005`) instead of
+/// parsing it anyway: `application/json`, `application/json-rpc`, `application/jsonrequest`
+/// and any `application/*+json` are JSON (parameters such as `charset` are ignored). A
+/// request without `Content-Type` is read as JSON, as HTTP lets a recipient assume a type.
+pub(crate) fn require_json(headers: &HeaderMap) -> Result<(), RpcError> {
+    let Some(value) = headers.get(CONTENT_TYPE) else {
+        return Ok(());
+    };
+    let declared = value.to_str().unwrap_or_default();
+    let essence = declared
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    let json = matches!(
+        essence.as_str(),
+        "application/json" | "application/json-rpc" | "application/jsonrequest"
+    ) || (essence.starts_with("application/") && essence.ends_with("+json"));
+    if json {
+        return Ok(());
+    }
+    let shown: String = declared.chars().take(64).collect();
+    Err(RpcError {
+        error: JsonRpcError::new(
+            ErrorKind::ContentTypeNotSupported,
+            format!(
+                "Incompatible content types: a JSON-RPC request must be sent as application/json, not {shown:?}"
+            ),
+        )
+        .with_info("contentType", shown),
+        status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
+    })
 }
 
-fn push_not_supported() -> RpcError {
-    RpcError::new(
-        ErrorKind::PushNotificationNotSupported,
-        "Push Notification is not supported: stream the task or poll it with GetTask",
-    )
+/// The `A2A-Version` query parameter, which the specification allows instead of the header.
+pub(crate) fn version_query(uri: &Uri) -> Option<String> {
+    uri.query().and_then(|q| {
+        q.split('&')
+            .filter_map(|pair| pair.split_once('='))
+            .find(|(k, _)| k.eq_ignore_ascii_case("A2A-Version"))
+            .map(|(_, v)| v.to_owned())
+    })
+}
+
+fn history(length: Option<i32>) -> Option<usize> {
+    length.and_then(|n| usize::try_from(n).ok())
 }
 
 fn no_extended_card() -> RpcError {
@@ -140,7 +186,8 @@ fn no_extended_card() -> RpcError {
     )
 }
 
-fn send_params_v1(request: v1::SendMessageRequest) -> Result<SendParams, RpcError> {
+/// The version-neutral send parameters of a v1.0 request (JSON-RPC, gRPC).
+pub(crate) fn send_params_v1(request: v1::SendMessageRequest) -> Result<SendParams, RpcError> {
     let input = user_input_from_v1(&request.message).map_err(JsonRpcError::from)?;
     let config = request.configuration.unwrap_or_default();
     Ok(SendParams {
@@ -148,6 +195,7 @@ fn send_params_v1(request: v1::SendMessageRequest) -> Result<SendParams, RpcErro
         input,
         history_length: history(config.history_length),
         return_immediately: config.return_immediately,
+        push: config.task_push_notification_config.map(Into::into),
     })
 }
 
@@ -160,10 +208,11 @@ fn send_params_v03(params: v03::MessageSendParams) -> Result<SendParams, RpcErro
         history_length: history(config.history_length),
         // v0.3 blocks unless the client says `blocking: false`.
         return_immediately: config.blocking == Some(false),
+        push: config.push_notification_config.map(Into::into),
     })
 }
 
-async fn call_v1<H: A2aHost>(
+pub(crate) async fn call_v1<H: A2aHost>(
     caller: &Caller<H>,
     request: &JsonRpcRequest,
 ) -> Result<Reply, RpcError> {
@@ -179,7 +228,9 @@ async fn call_v1<H: A2aHost>(
         v1::Call::ListTasks(r) => json(&list::list(caller, r).await?),
         v1::Call::CancelTask(r) => json(&ops::cancel(caller, &r.id).await?),
         v1::Call::SubscribeToTask(r) => Ok(Reply::Stream(ops::subscribe(caller, &r.id).await?)),
-        v1::Call::PushNotificationConfig(_) => Err(push_not_supported()),
+        v1::Call::PushNotificationConfig(m) => crate::push::call_v1(caller, m, request)
+            .await
+            .map(Reply::Json),
         v1::Call::GetExtendedAgentCard => Err(no_extended_card()),
     }
 }
@@ -204,7 +255,9 @@ async fn call_v03<H: A2aHost>(
         }
         v03::Call::TasksCancel(p) => json(&v03::Task::from(ops::cancel(caller, &p.id).await?)),
         v03::Call::TasksResubscribe(p) => Ok(Reply::Stream(ops::subscribe(caller, &p.id).await?)),
-        v03::Call::PushNotificationConfig(_) => Err(push_not_supported()),
+        v03::Call::PushNotificationConfig(m) => crate::push::call_v03(caller, m, request)
+            .await
+            .map(Reply::Json),
         v03::Call::GetAuthenticatedExtendedCard => Err(no_extended_card()),
     }
 }
@@ -219,6 +272,33 @@ mod tests {
             h.insert("a2a-version", v.parse().unwrap());
         }
         h
+    }
+
+    #[test]
+    fn only_json_bodies_are_read() {
+        let with = |ct: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(CONTENT_TYPE, ct.parse().unwrap());
+            require_json(&h)
+        };
+        for ok in [
+            "application/json",
+            "Application/JSON; charset=utf-8",
+            "application/json-rpc",
+            "application/vnd.a2a+json",
+        ] {
+            assert!(with(ok).is_ok(), "{ok}");
+        }
+        assert!(require_json(&HeaderMap::new()).is_ok());
+        for bad in [
+            "text/plain",
+            "application/x-www-form-urlencoded",
+            "multipart/form-data; boundary=x",
+            "application/jsonx",
+        ] {
+            let e = with(bad).unwrap_err();
+            assert_eq!((e.error.code, e.status.as_u16()), (-32005, 415), "{bad}");
+        }
     }
 
     #[test]

@@ -1,11 +1,12 @@
 //! Whole tasks for `GetTask`, `ListTasks`, `CancelTask`, blocking `SendMessage` and the
 //! first item of a resumed stream, folded from the durable event log — the same events the
 //! streams are mapped from — so a task's answer and artifacts agree with what was
-//! streamed, chunk for chunk.
+//! streamed.
 //!
-//! The fold reads the context's log in pages (memory: one page plus the folded answers)
-//! and can stop at a given `seq`, which lets a stream start with "the task as of `seq`"
-//! and continue with the events after it, without gap or overlap.
+//! The fold reads the context's log in pages (memory: one page plus the folded answers;
+//! artifacts are folded without their content, see [`super::artifacts`]) and can stop at
+//! a given `seq`, which lets a stream start with "the task as of `seq`" and continue with
+//! the events after it, without gap or overlap.
 
 use std::collections::HashMap;
 
@@ -13,11 +14,14 @@ use chrono::{DateTime, Utc};
 use looopy_protocol::message::Role;
 use looopy_protocol::{Event, EventPayload, Message, TaskState};
 use looopy_store::{Store, StoreError, TaskRecord};
+use serde_json::Value;
 
-use crate::{MappingState, TaskSnapshot, to_v1, v1};
+use super::artifacts::{self, ArtifactTrack, Links, View};
+use crate::TaskSnapshot;
 
-/// Events read per page while folding.
-const PAGE: usize = 512;
+/// Events read per page while folding: a page of file chunks is up to ~90 KB an event, so
+/// this bounds a fold's memory to about 11 MB whatever the log holds.
+const PAGE: usize = 128;
 
 /// What the log says about one task.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -29,8 +33,74 @@ pub(crate) struct Folded {
     /// The text of the latest state change (an input request's prompt, a status message).
     pub(crate) status_message: Option<String>,
     pub(crate) error: Option<String>,
-    /// File and data artifacts, their chunks merged.
-    pub(crate) artifacts: Vec<v1::Artifact>,
+    /// Files, data records and datasets, without their content.
+    pub(crate) artifacts: Vec<ArtifactTrack>,
+    /// The task's input requests, in order, with their answers.
+    pub(crate) exchanges: Vec<Exchange>,
+}
+
+/// One input request of a task and, once given, its answer — the part of a conversation
+/// that is not in the stored messages (the model sees the answer as a tool result).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Exchange {
+    pub(crate) input_id: String,
+    /// The tool call that asked (`toolCallId` of `input-required`).
+    pub(crate) tool_call_id: Option<String>,
+    pub(crate) prompt: String,
+    /// The answer, and the client's id of the message that carried it.
+    pub(crate) answer: Option<(Value, Option<String>)>,
+}
+
+impl Exchange {
+    /// The request and its answer as history messages: the agent's prompt, then the
+    /// user's answer under the client's `messageId`.
+    pub(crate) fn messages(&self, task_id: &str) -> Option<[Message; 2]> {
+        let (value, message_id) = self.answer.as_ref()?;
+        let prompt =
+            Message::assistant(&self.prompt).with_id(format!("{task_id}-input-{}", self.input_id));
+        let text = match value {
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        };
+        let id = message_id
+            .clone()
+            .unwrap_or_else(|| format!("{task_id}-input-{}-answer", self.input_id));
+        Some([prompt, Message::user(text).with_id(id)])
+    }
+}
+
+/// `history` (a task's stored messages) with its answered input requests put back where
+/// they happened: after the assistant message whose tool call asked, else (the batch is
+/// not stored yet) at the end. An empty history stays empty (it could not be told apart
+/// from the rest of the conversation, see [`histories`]).
+pub(crate) fn with_exchanges(
+    task_id: &str,
+    history: Vec<Message>,
+    exchanges: &[Exchange],
+) -> Vec<Message> {
+    if history.is_empty() || exchanges.iter().all(|e| e.answer.is_none()) {
+        return history;
+    }
+    let mut placed = vec![false; exchanges.len()];
+    let mut out = Vec::with_capacity(history.len() + 2 * exchanges.len());
+    for message in history {
+        let calls: Vec<String> = message.tool_calls.iter().map(|c| c.id.clone()).collect();
+        out.push(message);
+        for (i, exchange) in exchanges.iter().enumerate() {
+            let asked_here = exchange
+                .tool_call_id
+                .as_ref()
+                .is_some_and(|id| calls.contains(id));
+            if asked_here && !placed[i] {
+                placed[i] = true;
+                out.extend(exchange.messages(task_id).into_iter().flatten());
+            }
+        }
+    }
+    for (exchange, _) in exchanges.iter().zip(placed).filter(|(_, p)| !p) {
+        out.extend(exchange.messages(task_id).into_iter().flatten());
+    }
+    out
 }
 
 impl Folded {
@@ -61,53 +131,39 @@ impl Folded {
                 }
             }
             EventPayload::ContentDelta(d) => self.answer.push_str(&d.delta),
-            EventPayload::InputRequired(r) => self.status_message = Some(r.prompt.clone()),
+            EventPayload::InputRequired(r) => {
+                self.status_message = Some(r.prompt.clone());
+                self.exchanges.push(Exchange {
+                    input_id: r.input_id.clone(),
+                    tool_call_id: r
+                        .metadata
+                        .get("toolCallId")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned),
+                    prompt: r.prompt.clone(),
+                    answer: None,
+                });
+            }
+            EventPayload::InputReceived(r) => {
+                if let Some(exchange) = self
+                    .exchanges
+                    .iter_mut()
+                    .rev()
+                    .find(|e| e.input_id == r.input_id)
+                {
+                    let message_id = r
+                        .metadata
+                        .get("messageId")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned);
+                    exchange.answer = Some((r.value.clone().unwrap_or(Value::Null), message_id));
+                }
+            }
             EventPayload::AuthRequired(r) => self.status_message = Some(r.prompt.clone()),
             EventPayload::FileWrite(_)
             | EventPayload::DataWrite(_)
-            | EventPayload::DatasetWrite(_) => {
-                // The artifact mapping does not depend on the stream's state.
-                let mut state = MappingState::new(event.task_id.clone());
-                for item in to_v1(event, &mut state) {
-                    if let v1::StreamResponse::ArtifactUpdate(update) = item {
-                        merge_artifact(&mut self.artifacts, update.artifact, update.append);
-                    }
-                }
-            }
+            | EventPayload::DatasetWrite(_) => artifacts::track(&mut self.artifacts, event),
             _ => {}
-        }
-    }
-}
-
-/// Adds a streamed artifact chunk: appended parts extend the artifact (adjacent plain text
-/// parts are joined, so a file streamed in a thousand chunks is one part), others replace it.
-fn merge_artifact(artifacts: &mut Vec<v1::Artifact>, chunk: v1::Artifact, append: bool) {
-    let Some(existing) = artifacts
-        .iter_mut()
-        .find(|a| a.artifact_id == chunk.artifact_id)
-    else {
-        artifacts.push(chunk);
-        return;
-    };
-    if !append {
-        *existing = chunk;
-        return;
-    }
-    for part in chunk.parts {
-        let joined = match (existing.parts.last_mut(), &part.content) {
-            (Some(last), v1::PartContent::Text(more)) if part.metadata.is_none() => {
-                match &mut last.content {
-                    v1::PartContent::Text(text) if last.metadata.is_none() => {
-                        text.push_str(more);
-                        true
-                    }
-                    _ => false,
-                }
-            }
-            _ => false,
-        };
-        if !joined {
-            existing.parts.push(part);
         }
     }
 }
@@ -191,8 +247,34 @@ fn split_histories(tasks: &[TaskRecord], messages: Vec<Message>) -> HashMap<Stri
         .collect()
 }
 
+/// [`snapshot`] with its artifacts, at `view`: the content of small ones read from the
+/// store, large ones linked under `base_url`. Also returns the artifacts a stream starting
+/// with this snapshot must replay (id → `seq` of their first chunk; only at
+/// [`View::StreamStart`], for artifacts still being written).
+pub(crate) async fn snapshot_with_artifacts(
+    store: &Store,
+    record: &TaskRecord,
+    folded: Option<&Folded>,
+    history: Vec<Message>,
+    view: View,
+    base_url: &str,
+) -> Result<(TaskSnapshot, HashMap<String, u64>), StoreError> {
+    let mut s = snapshot(record, folded, history);
+    let Some(f) = folded else {
+        return Ok((s, HashMap::new()));
+    };
+    let running = !s.state.is_terminal() && !s.state.is_interrupted();
+    let links = Links {
+        base_url,
+        task_id: &record.task_id,
+    };
+    let rendered = artifacts::render(store, &f.artifacts, running, view, &links).await?;
+    s.artifacts = rendered.artifacts;
+    Ok((s, rendered.replay))
+}
+
 /// The snapshot of a task: the log's view where it has one, the record's otherwise (events
-/// not yet durable).
+/// not yet durable). Its artifacts are left empty: see [`snapshot_with_artifacts`].
 pub(crate) fn snapshot(
     record: &TaskRecord,
     folded: Option<&Folded>,
@@ -220,8 +302,7 @@ pub(crate) fn snapshot(
     } else {
         None
     };
-    s.artifacts = f.artifacts.clone();
-    s.history = history;
+    s.history = with_exchanges(&record.task_id, history, &f.exchanges);
     s
 }
 
@@ -300,8 +381,9 @@ mod tests {
         assert_eq!(f.answer, "Hello");
         assert_eq!(f.state, Some(TaskState::Completed));
         assert_eq!(f.artifacts.len(), 1);
-        assert_eq!(f.artifacts[0].parts.len(), 1);
-        assert_eq!(f.artifacts[0].parts[0].as_text(), Some("ab"));
+        let file = &f.artifacts[0];
+        assert_eq!((file.id.as_str(), file.bytes, file.closed), ("f1", 2, true));
+        assert_eq!(file.mime_type.as_deref(), Some("text/plain"));
     }
 
     #[test]
@@ -323,6 +405,52 @@ mod tests {
     }
 
     #[test]
+    fn answered_input_requests_join_the_history_where_they_were_asked() {
+        let call = looopy_protocol::ToolCall {
+            id: "call-1".into(),
+            name: "ask_user".into(),
+            arguments: serde_json::json!({}),
+        };
+        let history = vec![
+            Message::user("ask me").with_id("m-1"),
+            Message::assistant_with_tools("Let me ask.", vec![call]),
+            Message::tool_result("call-1", "ask_user", "Ada", false),
+            Message::assistant("Thanks, Ada!"),
+        ];
+        let asked = Exchange {
+            input_id: "in-1".into(),
+            tool_call_id: Some("call-1".into()),
+            prompt: "Name?".into(),
+            answer: Some((Value::from("Ada"), Some("m-2".into()))),
+        };
+        let merged = with_exchanges("t", history.clone(), std::slice::from_ref(&asked));
+        let seen: Vec<_> = merged
+            .iter()
+            .map(|m| (m.id.as_deref(), m.content.as_str()))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (Some("m-1"), "ask me"),
+                (None, "Let me ask."),
+                (Some("t-input-in-1"), "Name?"),
+                (Some("m-2"), "Ada"),
+                (None, "Ada"),
+                (None, "Thanks, Ada!"),
+            ]
+        );
+        // Not stored yet: at the end. Unanswered: not at all. No history: none.
+        let pending = Exchange {
+            answer: None,
+            ..asked.clone()
+        };
+        let merged = with_exchanges("t", history[..1].to_vec(), &[asked.clone(), pending]);
+        assert_eq!(merged.len(), 3);
+        assert_eq!(merged[2].id.as_deref(), Some("m-2"));
+        assert!(with_exchanges("t", vec![], &[asked]).is_empty());
+    }
+
+    #[test]
     fn snapshot_prefers_the_log_and_falls_back_to_the_record() {
         let mut record = TaskRecord::new("t", "c", TaskState::Completed);
         record.result = Some("final".into());
@@ -341,32 +469,5 @@ mod tests {
             (s.state, s.answer.as_deref()),
             (TaskState::Working, Some("par"))
         );
-    }
-
-    proptest::proptest! {
-        /// However a text is cut into appended chunks, the merged artifact holds it whole,
-        /// as one part.
-        #[test]
-        fn merged_chunks_rebuild_the_text(text in "\\PC{0,200}", cuts in proptest::collection::vec(0usize..200, 0..12)) {
-            let chars: Vec<char> = text.chars().collect();
-            let mut points: Vec<usize> = cuts.into_iter().map(|c| c.min(chars.len())).collect();
-            points.push(0);
-            points.push(chars.len());
-            points.sort_unstable();
-            points.dedup();
-            let mut artifacts = Vec::new();
-            for (i, w) in points.windows(2).enumerate() {
-                let piece: String = chars[w[0]..w[1]].iter().collect();
-                let chunk = v1::Artifact::new("a", vec![v1::Part::text(piece)]);
-                merge_artifact(&mut artifacts, chunk, i > 0);
-            }
-            if chars.is_empty() {
-                proptest::prop_assert!(artifacts.is_empty());
-            } else {
-                proptest::prop_assert_eq!(artifacts.len(), 1);
-                proptest::prop_assert_eq!(artifacts[0].parts.len(), 1);
-                proptest::prop_assert_eq!(artifacts[0].parts[0].as_text(), Some(text.as_str()));
-            }
-        }
     }
 }

@@ -91,6 +91,7 @@ pub struct TaskPushNotificationConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "task_id")]
     pub task_id: Option<String>,
     pub url: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -109,8 +110,10 @@ pub struct SendMessageConfiguration {
         deserialize_with = "null_as_default",
         skip_serializing_if = "Vec::is_empty"
     )]
+    #[serde(alias = "accepted_output_modes")]
     pub accepted_output_modes: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "task_push_notification_config")]
     pub task_push_notification_config: Option<TaskPushNotificationConfig>,
     /// At most this many recent history messages in the returned task.
     #[serde(
@@ -118,6 +121,7 @@ pub struct SendMessageConfiguration {
         deserialize_with = "lenient_opt_i32",
         skip_serializing_if = "Option::is_none"
     )]
+    #[serde(alias = "history_length")]
     pub history_length: Option<i32>,
     /// Return at once instead of waiting for a terminal or interrupted state
     /// (`SendMessage` only; streams are always immediate).
@@ -126,6 +130,7 @@ pub struct SendMessageConfiguration {
         deserialize_with = "null_as_default",
         skip_serializing_if = "is_false"
     )]
+    #[serde(alias = "return_immediately")]
     pub return_immediately: bool,
 }
 
@@ -162,6 +167,7 @@ pub struct GetTaskRequest {
         deserialize_with = "lenient_opt_i32",
         skip_serializing_if = "Option::is_none"
     )]
+    #[serde(alias = "history_length")]
     pub history_length: Option<i32>,
 }
 
@@ -172,6 +178,7 @@ pub struct ListTasksRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "context_id")]
     pub context_id: Option<String>,
     /// Only tasks in this state (`TASK_STATE_UNSPECIFIED` means no filter).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -182,19 +189,24 @@ pub struct ListTasksRequest {
         deserialize_with = "lenient_opt_i32",
         skip_serializing_if = "Option::is_none"
     )]
+    #[serde(alias = "page_size")]
     pub page_size: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "page_token")]
     pub page_token: Option<String>,
     #[serde(
         default,
         deserialize_with = "lenient_opt_i32",
         skip_serializing_if = "Option::is_none"
     )]
+    #[serde(alias = "history_length")]
     pub history_length: Option<i32>,
     /// Only tasks whose status changed at or after this ISO 8601 time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "status_timestamp_after")]
     pub status_timestamp_after: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "include_artifacts")]
     pub include_artifacts: Option<bool>,
 }
 
@@ -224,10 +236,13 @@ pub struct ListTasksResponse {
     #[serde(default, deserialize_with = "null_as_default")]
     pub tasks: Vec<Task>,
     #[serde(default, deserialize_with = "null_as_default")]
+    #[serde(alias = "next_page_token")]
     pub next_page_token: String,
     #[serde(default)]
+    #[serde(alias = "page_size")]
     pub page_size: i32,
     #[serde(default)]
+    #[serde(alias = "total_size")]
     pub total_size: i32,
 }
 
@@ -305,7 +320,7 @@ impl Call {
         }
     }
 
-    fn validate(&self) -> Result<(), JsonRpcError> {
+    pub(crate) fn validate(&self) -> Result<(), JsonRpcError> {
         match self {
             Self::SendMessage(r) | Self::SendStreamingMessage(r) => {
                 validate_message(&r.message)?;
@@ -455,6 +470,67 @@ mod tests {
             call(
                 "SendMessage",
                 json!({"message": {"role": "ROLE_USER", "parts": [{"text": "x"}]}})
+            )
+            .unwrap_err()
+            .code,
+            -32602
+        );
+    }
+
+    #[test]
+    fn proto_field_names_read_like_json_names() {
+        let Call::GetTask(g) = call("GetTask", json!({"id": "t", "history_length": 3})).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(g.history_length, Some(3));
+        let Call::SendMessage(r) = call(
+            "SendMessage",
+            json!({"message": {"message_id": "m", "context_id": "c", "task_id": "t",
+                "reference_task_ids": ["r"], "role": "ROLE_USER",
+                "parts": [{"text": "x", "media_type": "text/plain"}]},
+                "configuration": {"history_length": 2, "return_immediately": true,
+                    "accepted_output_modes": ["text/plain"]}}),
+        )
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(
+            (
+                r.message.message_id.as_str(),
+                r.message.context_id.as_deref()
+            ),
+            ("m", Some("c"))
+        );
+        assert_eq!(r.message.task_id.as_deref(), Some("t"));
+        assert_eq!(r.message.reference_task_ids, ["r"]);
+        assert_eq!(r.message.parts[0].media_type.as_deref(), Some("text/plain"));
+        let config = r.configuration.unwrap();
+        assert_eq!(config.history_length, Some(2));
+        assert!(config.return_immediately);
+        let Call::ListTasks(l) = call(
+            "ListTasks",
+            json!({"context_id": "c", "page_size": 5, "page_token": "p",
+                "status_timestamp_after": "2026-01-01T00:00:00Z", "include_artifacts": true}),
+        )
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(
+            (
+                l.context_id.as_deref(),
+                l.page_size,
+                l.page_token.as_deref()
+            ),
+            (Some("c"), Some(5), Some("p"))
+        );
+        assert_eq!(l.include_artifacts, Some(true));
+        assert!(l.status_timestamp_after.is_some());
+        // Both spellings of one field at once is a duplicate, as in protobuf's parser.
+        assert_eq!(
+            call(
+                "GetTask",
+                json!({"id": "t", "historyLength": 1, "history_length": 2})
             )
             .unwrap_err()
             .code,

@@ -151,6 +151,8 @@ impl Script {
                 subtask_id: "task-2".into(),
                 agent_id: None,
                 prompt: "p".into(),
+                tool_call_id: None,
+                remote_task_id: None,
             })),
             self.ev(EventPayload::InputReceived(InputReceived {
                 input_id: "i".into(),
