@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
+use looopy_agent::subagent::SubAgentSpec;
 use looopy_agent::tool::{ToolRegistry, Workspace};
 use looopy_agent::{Agent, AgentConfig, ToolProtocol};
 use looopy_llm::Provider;
@@ -38,6 +39,30 @@ pub struct FileConfig {
     pub body_timeout: Option<u64>,
     /// `looopy serve`: largest user message in bytes.
     pub max_message_bytes: Option<usize>,
+    /// Sub-agents (`[[agents]]` tables): each is a tool to the model, run as a child task.
+    #[serde(default)]
+    pub agents: Vec<AgentEntry>,
+}
+
+/// One `[[agents]]` table: a local sub-agent (`instructions`, `tools`, `model`, `provider`,
+/// `max_iterations`) or a remote A2A one (`url`, optional `token`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentEntry {
+    pub name: String,
+    pub description: String,
+    pub instructions: Option<String>,
+    /// Tools (of the main agent's) and other sub-agents it may call; none when absent.
+    #[serde(default)]
+    pub tools: Vec<String>,
+    pub model: Option<String>,
+    /// `openai`, `anthropic` or `scripted`; the main agent's provider when absent.
+    pub provider: Option<String>,
+    pub max_iterations: Option<u32>,
+    /// A remote agent's base URL (its agent card is fetched from there).
+    pub url: Option<String>,
+    /// A bearer token for the remote agent.
+    pub token: Option<String>,
 }
 
 fn home() -> Option<PathBuf> {
@@ -67,6 +92,24 @@ pub struct Resolved {
     pub provider_kind: ProviderKind,
     pub db: PathBuf,
     pub config: AgentConfig,
+}
+
+/// The database file: `--db` (or `LOOOPY_DB`), else the config file's `db`, else
+/// `~/.looopy/looopy.db`.
+fn db_path(flag: Option<PathBuf>, file: &FileConfig) -> PathBuf {
+    match flag.or(file.db.clone()) {
+        Some(p) => p,
+        None => home()
+            .map(|h| h.join(".looopy").join("looopy.db"))
+            .unwrap_or_else(|| PathBuf::from("looopy.db")),
+    }
+}
+
+/// The database the agent commands would use, for commands that only read it (`looopy
+/// artifacts`): the same flag, environment, config file and default, without a provider.
+pub fn resolve_db(flag: Option<PathBuf>, config: Option<&Path>) -> Result<PathBuf> {
+    let file = load_file_config(config)?;
+    Ok(db_path(flag, &file))
 }
 
 pub fn resolve(args: &AgentArgs) -> Result<Resolved> {
@@ -120,12 +163,7 @@ pub fn resolve(args: &AgentArgs) -> Result<Resolved> {
         anyhow::ensure!(n > 0, "config file: max_turn_bytes must be at least 1");
         config.max_turn_bytes = n;
     }
-    let db = match args.db.clone().or(file.db.clone()) {
-        Some(p) => p,
-        None => home()
-            .map(|h| h.join(".looopy").join("looopy.db"))
-            .unwrap_or_else(|| PathBuf::from("looopy.db")),
-    };
+    let db = db_path(args.db.clone(), &file);
     Ok(Resolved {
         provider,
         provider_kind: kind,
@@ -182,17 +220,11 @@ fn build_provider(
     })
 }
 
-/// Opens the store and builds the agent with the built-in tools (and the workspace tools
-/// with `--workspace`).
+/// Opens the store and builds the agent with the built-in tools and the workspace tools:
+/// in `--workspace DIR`, or else in a directory of each conversation's own under the data
+/// directory (`<db dir>/workspaces/<context id>`). Never the current directory unless the
+/// user names it; and a server's clients must not see each other's files.
 pub async fn build(args: &AgentArgs) -> Result<(Agent, ProviderKind)> {
-    build_with(args, false).await
-}
-
-/// [`build`], where `serve` gives every conversation its own workspace under the data
-/// directory (`<db dir>/workspaces/<context id>`) when `--workspace` is not given: a
-/// server's clients must not see each other's files, and a server has no "current
-/// directory" a user meant.
-pub async fn build_with(args: &AgentArgs, serve: bool) -> Result<(Agent, ProviderKind)> {
     let resolved = resolve(args)?;
     if resolved.provider_kind == ProviderKind::Scripted && args.script.is_none() {
         crate::render::note(
@@ -216,24 +248,91 @@ pub async fn build_with(args: &AgentArgs, serve: bool) -> Result<(Agent, Provide
                 .context(format!("opening database {}", resolved.db.display())));
         }
     };
-    let tools = tools(args, serve.then_some(resolved.db.as_path()))?;
-    let agent = Agent::new(resolved.provider, store, tools, resolved.config);
+    let tools = tools(args, &resolved.db)?;
+    let file = load_file_config(args.config.as_deref())?;
+    let mut sub_agents = sub_agents(&file, args)?;
+    if sub_agents.is_empty() && resolved.provider_kind == ProviderKind::Scripted {
+        // The offline demo: "research X" delegates to the built-in researcher.
+        sub_agents.push(SubAgentSpec::researcher());
+    }
+    let agent = Agent::builder()
+        .shared_provider(resolved.provider)
+        .store(store)
+        .registry(tools)
+        .config(resolved.config)
+        .sub_agents(sub_agents)
+        .build()
+        .context("configuring the agent's sub-agents ([[agents]] in the config file)")?;
     Ok((agent, resolved.provider_kind))
 }
 
-/// The built-in tools, plus the workspace tools when `--workspace` is given (and `shell`
-/// with `--allow-shell`), or, for `serve` (`serve_db` is the database path), one workspace
-/// per context beside the database. No workspace by default for `run`/`chat`: the current
-/// directory is never written to unless the user names it.
-fn tools(args: &AgentArgs, serve_db: Option<&Path>) -> Result<ToolRegistry> {
+/// The `[[agents]]` of the config file as sub-agent declarations. Remote agents are
+/// declared (the model sees them) but answer "not available yet" until an A2A driver is
+/// installed.
+fn sub_agents(file: &FileConfig, args: &AgentArgs) -> Result<Vec<SubAgentSpec>> {
+    let mut specs = Vec::with_capacity(file.agents.len());
+    for entry in &file.agents {
+        let name = &entry.name;
+        if let Some(url) = &entry.url {
+            let local_only = entry.instructions.is_some()
+                || !entry.tools.is_empty()
+                || entry.model.is_some()
+                || entry.provider.is_some()
+                || entry.max_iterations.is_some();
+            if local_only {
+                anyhow::bail!(
+                    "config file: agent {name:?} has a url (remote) and local settings (instructions, tools, model, provider, max_iterations): choose one"
+                );
+            }
+            tracing::warn!(agent = %name, "remote sub-agent declared; remote agents are not available yet");
+            specs.push(SubAgentSpec::remote(
+                name.clone(),
+                entry.description.clone(),
+                url.clone(),
+                entry.token.clone(),
+            ));
+            continue;
+        }
+        let mut spec = SubAgentSpec::local(
+            name.clone(),
+            entry.description.clone(),
+            entry.instructions.clone().unwrap_or_default(),
+        )
+        .tools(entry.tools.iter().cloned());
+        if let Some(model) = &entry.model {
+            spec = spec.model(model.clone());
+        }
+        if let Some(max) = entry.max_iterations {
+            spec = spec.max_iterations(max);
+        }
+        if let Some(provider) = &entry.provider {
+            let kind = match provider.as_str() {
+                "openai" => ProviderKind::Openai,
+                "anthropic" => ProviderKind::Anthropic,
+                "scripted" => ProviderKind::Scripted,
+                other => anyhow::bail!(
+                    "config file: agent {name:?}: unknown provider {other:?} (openai, anthropic, scripted)"
+                ),
+            };
+            let provider = build_provider(kind, None, entry.model.clone(), None, args, file)
+                .with_context(|| format!("config file: agent {name:?}"))?;
+            spec = spec.provider(provider);
+        }
+        specs.push(spec);
+    }
+    Ok(specs)
+}
+
+/// The built-in tools, plus the workspace tools in `--workspace DIR` (and `shell` with
+/// `--allow-shell`), or else one workspace per context beside the database at `db`.
+fn tools(args: &AgentArgs, db: &Path) -> Result<ToolRegistry> {
     let registry = ToolRegistry::builtin();
-    let workspace = match (&args.workspace, serve_db) {
-        (Some(dir), _) => Workspace::open(dir),
-        (None, Some(db)) => {
+    let workspace = match &args.workspace {
+        Some(dir) => Workspace::open(dir),
+        None => {
             let base = db.parent().unwrap_or(Path::new(".")).join("workspaces");
             Workspace::per_context(base)
         }
-        (None, None) => return Ok(registry),
     };
     let workspace = workspace
         .context("opening the workspace directory")?

@@ -27,6 +27,10 @@ pub enum Command {
     Serve(ServeArgs),
     /// Follow a running server's event stream for a context.
     Tail(TailArgs),
+    /// List a task's artifacts (files, data, datasets), or save them with --out.
+    Artifacts(ArtifactsArgs),
+    /// Talk to any A2A agent: print its card, send it a message, get or cancel a task.
+    A2a(crate::a2a_cmd::A2aArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -103,8 +107,8 @@ pub struct AgentArgs {
     pub otlp_endpoint: Option<String>,
     /// Directory the workspace tools (list_files, read_file, write_file, edit_file,
     /// search_files) work in, created if missing; paths outside it are refused. Without it
-    /// `run`/`chat` have no file tools, so nothing is written anywhere unasked, and `serve`
-    /// gives each context its own directory under `<db dir>/workspaces/`.
+    /// each conversation gets its own directory under `<db dir>/workspaces/<context id>`
+    /// (never the current directory unasked).
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
     /// Also offer the `shell` tool: commands run with `sh -c` in the workspace (a working
@@ -207,6 +211,14 @@ pub struct ServeArgs {
     /// one like every API route when tokens are configured.
     #[arg(long)]
     pub metrics_public: bool,
+    /// Accept A2A push-notification webhooks on private, loopback and link-local
+    /// addresses (tests, trusted networks); refused by default.
+    #[arg(long)]
+    pub push_allow_private: bool,
+    /// Also serve A2A over gRPC (cleartext HTTP/2) on this address, e.g. 127.0.0.1:8081
+    /// (port 0 picks a free one); the agent card declares it. Off by default.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub grpc_addr: Option<SocketAddr>,
     #[command(flatten)]
     pub agent: AgentArgs,
 }
@@ -230,7 +242,35 @@ pub struct TailArgs {
     /// Only this task's events.
     #[arg(long)]
     pub task: Option<String>,
-    /// Exit once the followed task (or, without --task, any task) ends.
+    /// Exit once the followed task (or, without --task, any top-level task) ends.
     #[arg(long)]
     pub until_done: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ArtifactsArgs {
+    /// The task whose artifacts to list (its id, as `looopy run` prints it).
+    pub task: looopy_protocol::ids::TaskId,
+    /// Save every artifact into this directory (created if missing): files under their
+    /// own name, data as `<name>.json`, datasets as JSON Lines (`<name>.jsonl`). Existing
+    /// files of the same name are replaced.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Print one JSON object per artifact instead of `▣` lines.
+    #[arg(long)]
+    pub json: bool,
+    /// SQLite database to read (default: $LOOOPY_DB, else the config file's `db`, else
+    /// ~/.looopy/looopy.db). Read-only: works while `looopy serve` writes it.
+    #[arg(long, env = "LOOOPY_DB")]
+    pub db: Option<PathBuf>,
+    /// Config file (TOML; default ~/.config/looopy/config.toml when it exists).
+    #[arg(long, env = "LOOOPY_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Ask a running server instead of reading a database, e.g. http://127.0.0.1:8080
+    /// (`GET /v1/tasks/{id}/artifacts` and each artifact's content route).
+    #[arg(long, value_name = "URL")]
+    pub server: Option<String>,
+    /// Bearer token for --server.
+    #[arg(long, env = "LOOOPY_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
 }

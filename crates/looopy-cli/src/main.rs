@@ -1,6 +1,12 @@
-//! `looopy`: the command-line face of the runtime — parse, run, chat, resume, serve, tail.
+//! `looopy`: the command-line face of the runtime — parse, run, chat, resume, serve, tail,
+//! artifacts.
 
+mod a2a_cmd;
 mod agent_setup;
+mod artifact_line;
+mod artifacts_cmd;
+mod artifacts_out;
+mod artifacts_remote;
 mod chat_cmd;
 mod cli;
 mod parse_cmd;
@@ -25,7 +31,7 @@ fn telemetry_options(command: &Command) -> telemetry::Options {
         Command::Chat(args) => Some(&args.agent),
         Command::Resume(args) => Some(&args.agent),
         Command::Serve(args) => Some(&args.agent),
-        Command::Parse(_) | Command::Tail(_) => None,
+        Command::Parse(_) | Command::Tail(_) | Command::Artifacts(_) | Command::A2a(_) => None,
     };
     telemetry::Options {
         otlp_endpoint: agent.and_then(|a| a.otlp_endpoint.clone()),
@@ -76,6 +82,8 @@ fn main() -> ExitCode {
             Command::Chat(args) => chat_cmd::run(args).await,
             Command::Serve(args) => serve_cmd::run(args).await,
             Command::Tail(args) => tail_cmd::run(args).await,
+            Command::Artifacts(args) => artifacts_cmd::run(args).await,
+            Command::A2a(args) => a2a_cmd::run(args).await,
         }
     });
     // After the run, from this thread: the last spans are exported on the runtime's workers

@@ -4,7 +4,20 @@
 use std::collections::HashMap;
 use std::io::Write;
 
+use looopy_protocol::event::{DataWrite, DatasetWrite, FileEncoding, FileWrite};
 use looopy_protocol::{Event, EventPayload, TaskState};
+
+use crate::artifact_line::{ArtifactLine, format_size, incomplete_of, printable};
+
+#[cfg(test)]
+mod artifact_tests;
+#[cfg(test)]
+mod tests;
+mod tree;
+#[cfg(test)]
+mod tree_tests;
+
+use tree::Tree;
 
 const DIM: &str = "\x1b[2m";
 const BOLD: &str = "\x1b[1m";
@@ -39,6 +52,43 @@ pub struct Renderer {
     at_line_start: bool,
     tool_names: HashMap<String, String>,
     progress_line_open: bool,
+    /// Files and datasets being streamed, by artifact id, until their last chunk.
+    artifacts: HashMap<String, Streaming>,
+    /// The open progress line (terminal only) is a file's running size, not a tool's bar.
+    artifact_progress_open: bool,
+    /// Sub-agents: who is who, and whether their output is collapsed.
+    tree: Tree,
+    /// The task of the event being rendered, and what its lines start with.
+    task: String,
+    prefix: String,
+    /// The task whose line is open (mid-line, a thought or a bar): another task's output
+    /// starts on a fresh line rather than mid-way through it.
+    line_owner: Option<String>,
+}
+
+/// What is known of an artifact still streaming: its name arrives on the first chunk, its
+/// size and row count add up chunk by chunk.
+#[derive(Debug, Default)]
+struct Streaming {
+    name: Option<String>,
+    bytes: u64,
+    rows: u64,
+}
+
+/// The bytes `data` stands for: its own length, or the decoded length of base64 (every
+/// chunk is whole base64 quanta, padded only at the end).
+fn chunk_bytes(data: &str, encoding: Option<FileEncoding>) -> u64 {
+    match encoding {
+        Some(FileEncoding::Base64) => {
+            let padding = data.bytes().rev().take(2).filter(|b| *b == b'=').count();
+            ((data.len() / 4 * 3).saturating_sub(padding)) as u64
+        }
+        _ => data.len() as u64,
+    }
+}
+
+fn meta_u64(metadata: &looopy_protocol::Metadata, key: &str) -> Option<u64> {
+    metadata.get(key).and_then(serde_json::Value::as_u64)
 }
 
 impl Renderer {
@@ -49,7 +99,145 @@ impl Renderer {
             at_line_start: true,
             tool_names: HashMap::new(),
             progress_line_open: false,
+            artifacts: HashMap::new(),
+            artifact_progress_open: false,
+            tree: Tree::new(false),
+            task: String::new(),
+            prefix: String::new(),
+            line_owner: None,
         }
+    }
+
+    /// Sub-agents' output collapsed to their `↳` line and a summary line (see
+    /// [`tree`]); requests for the user's input always show.
+    pub fn collapsed(mut self, collapsed: bool) -> Self {
+        self.tree.set_collapsed(collapsed);
+        self
+    }
+
+    /// Learns the tree from `event` (sub-agents' names, what they did) without showing it:
+    /// for a renderer that starts in the middle of a turn.
+    pub fn learn(&mut self, event: &Event) {
+        self.tree.observe(event);
+    }
+
+    /// Before writing for the current task: if another task's line is open, end it.
+    fn switch(&mut self, out: &mut impl Write) -> std::io::Result<()> {
+        let open = !self.at_line_start || self.in_thought || self.progress_line_open;
+        if open && self.line_owner.as_deref() != Some(self.task.as_str()) {
+            self.break_line(out)?;
+        }
+        self.line_owner = Some(self.task.clone());
+        Ok(())
+    }
+
+    /// Starts a line of the current task: a fresh line, and the task's prefix.
+    fn begin_line(&mut self, out: &mut impl Write) -> std::io::Result<()> {
+        self.switch(out)?;
+        self.break_line(out)?;
+        out.write_all(self.prefix.as_bytes())?;
+        Ok(())
+    }
+
+    /// A `file-write` chunk: on the last one, the artifact's line (size from the metadata,
+    /// else counted); before it, on a terminal, the running size of a multi-chunk file. A
+    /// rewrite of the same artifact starts again at chunk 0 and gets a line of its own.
+    fn file_write(&mut self, f: &FileWrite, out: &mut impl Write) -> std::io::Result<()> {
+        if f.index == 0 {
+            self.artifacts
+                .insert(f.artifact_id.clone(), Streaming::default());
+        }
+        let entry = self.artifacts.entry(f.artifact_id.clone()).or_default();
+        if let Some(name) = &f.name {
+            entry.name = Some(name.clone());
+        }
+        entry.bytes += chunk_bytes(&f.data, f.encoding);
+        if !f.complete {
+            let color = matches!(self.style, Style::Human { color: true });
+            if color && f.index > 0 {
+                let name = entry.name.clone().unwrap_or_else(|| f.artifact_id.clone());
+                let size = format_size(entry.bytes);
+                if !self.artifact_progress_open || self.line_owner.as_deref() != Some(&self.task) {
+                    self.switch(out)?;
+                    self.break_line(out)?;
+                }
+                write!(
+                    out,
+                    "\r\x1b[2K{}{DIM}▣ {} · {size} …{RESET}",
+                    self.prefix,
+                    printable(&name)
+                )?;
+                self.progress_line_open = true;
+                self.artifact_progress_open = true;
+            }
+            return Ok(());
+        }
+        let done = self.artifacts.remove(&f.artifact_id).unwrap_or_default();
+        let line = ArtifactLine {
+            name: done.name.unwrap_or_else(|| f.artifact_id.clone()),
+            size: meta_u64(&f.metadata, "size").unwrap_or(done.bytes),
+            rows: None,
+            incomplete: incomplete_of(&f.metadata),
+        };
+        self.artifact_line(&line, out)
+    }
+
+    /// A `dataset-write` batch: the line comes with the last batch, with the row count.
+    fn dataset_write(&mut self, d: &DatasetWrite, out: &mut impl Write) -> std::io::Result<()> {
+        if d.index == 0 {
+            self.artifacts
+                .insert(d.artifact_id.clone(), Streaming::default());
+        }
+        let entry = self.artifacts.entry(d.artifact_id.clone()).or_default();
+        if let Some(name) = &d.name {
+            entry.name = Some(name.clone());
+        }
+        entry.rows += d.rows.len() as u64;
+        // Stored and downloaded as JSON Lines: each row's compact JSON and a newline.
+        entry.bytes += d
+            .rows
+            .iter()
+            .map(|r| r.to_string().len() as u64 + 1)
+            .sum::<u64>();
+        if !d.complete {
+            return Ok(());
+        }
+        let done = self.artifacts.remove(&d.artifact_id).unwrap_or_default();
+        let line = ArtifactLine {
+            name: done.name.unwrap_or_else(|| d.artifact_id.clone()),
+            size: meta_u64(&d.metadata, "size").unwrap_or(done.bytes),
+            rows: Some(meta_u64(&d.metadata, "rowCount").unwrap_or(done.rows)),
+            incomplete: incomplete_of(&d.metadata),
+        };
+        self.artifact_line(&line, out)
+    }
+
+    /// A `data-write`: the whole record at once, so its line right away.
+    fn data_write(&mut self, d: &DataWrite, out: &mut impl Write) -> std::io::Result<()> {
+        let line = ArtifactLine {
+            name: d.name.clone().unwrap_or_else(|| d.artifact_id.clone()),
+            size: meta_u64(&d.metadata, "size").unwrap_or_else(|| d.data.to_string().len() as u64),
+            rows: None,
+            incomplete: incomplete_of(&d.metadata),
+        };
+        self.artifact_line(&line, out)
+    }
+
+    fn artifact_line(&mut self, line: &ArtifactLine, out: &mut impl Write) -> std::io::Result<()> {
+        if self.artifact_progress_open {
+            // Replace the running size with the final line.
+            write!(out, "\r\x1b[2K")?;
+            self.progress_line_open = false;
+            self.artifact_progress_open = false;
+            self.at_line_start = true;
+        }
+        self.begin_line(out)?;
+        let color = if line.incomplete.is_some() {
+            RED
+        } else {
+            GREEN
+        };
+        writeln!(out, "{}{line}{}", self.paint(color), self.paint(RESET))
     }
 
     fn paint<'a>(&self, code: &'a str) -> &'a str {
@@ -69,16 +257,38 @@ impl Renderer {
             writeln!(out)?;
             self.at_line_start = true;
             self.progress_line_open = false;
+            self.artifact_progress_open = false;
         }
         Ok(())
     }
 
+    /// A whole line of the current task; a multi-line text (a tool's result, a prompt)
+    /// keeps the task's prefix on every line, so a child's block stays one block.
+    fn line(&mut self, out: &mut impl Write, text: &str) -> std::io::Result<()> {
+        self.begin_line(out)?;
+        if self.prefix.is_empty() {
+            writeln!(out, "{text}")
+        } else {
+            writeln!(out, "{}", text.replace('\n', &format!("\n{}", self.prefix)))
+        }
+    }
+
+    /// Streamed text of the current task; each line it starts gets the task's prefix (and,
+    /// inside a thought, the dimming back after a coloured prefix).
     fn text(&mut self, out: &mut impl Write, s: &str) -> std::io::Result<()> {
         if s.is_empty() {
             return Ok(());
         }
-        out.write_all(s.as_bytes())?;
-        self.at_line_start = s.ends_with('\n');
+        for piece in s.split_inclusive('\n') {
+            if self.at_line_start && !self.prefix.is_empty() {
+                out.write_all(self.prefix.as_bytes())?;
+                if self.in_thought {
+                    write!(out, "{}", self.paint(DIM))?;
+                }
+            }
+            out.write_all(piece.as_bytes())?;
+            self.at_line_start = piece.ends_with('\n');
+        }
         Ok(())
     }
 
@@ -91,29 +301,46 @@ impl Renderer {
         if event.is_internal() {
             return Ok(());
         }
+        self.tree.observe(event);
+        if !self.tree.visible(event) {
+            return Ok(());
+        }
+        if self.task != event.task_id {
+            self.task = event.task_id.clone();
+            self.prefix = self
+                .tree
+                .prefix(event, matches!(self.style, Style::Human { color: true }));
+        }
         match &event.payload {
             EventPayload::ContentDelta(d) => {
+                self.switch(out)?;
                 if self.in_thought || self.progress_line_open {
                     self.break_line(out)?;
                 }
                 self.text(out, &d.delta)?;
             }
             EventPayload::ThoughtStream(t) => {
+                self.switch(out)?;
                 if let Some(delta) = &t.delta {
                     if !self.in_thought {
-                        self.break_line(out)?;
+                        self.begin_line(out)?;
                         let (dim, _) = (self.paint(DIM), ());
                         write!(out, "{dim}💭 ")?;
                         self.in_thought = true;
                         self.at_line_start = false;
                     }
-                    out.write_all(delta.as_bytes())?;
+                    self.text(out, delta)?;
                 } else if t.is_complete && self.in_thought {
                     self.break_line(out)?;
                 }
             }
+            EventPayload::SubtaskCreated(s) if self.tree.announces(event) => {
+                self.begin_line(out)?;
+                let color = matches!(self.style, Style::Human { color: true });
+                writeln!(out, "{}", self.tree.subtask_line(s, color))?;
+            }
             EventPayload::ToolStart(t) => {
-                self.break_line(out)?;
+                self.begin_line(out)?;
                 self.tool_names
                     .insert(t.tool_call_id.clone(), t.tool_name.clone());
                 let args = serde_json::to_string(&t.arguments).unwrap_or_default();
@@ -129,12 +356,14 @@ impl Renderer {
                 write!(out, "{}", self.paint(RESET))?;
             }
             EventPayload::ToolProgress(p) => {
+                self.switch(out)?;
                 self.break_line(out)?;
                 let pct = (p.progress.clamp(0.0, 1.0) * 100.0).round() as usize;
                 let filled = pct / 5;
                 write!(
                     out,
-                    "\r  [{}{}] {:>3}% {}",
+                    "\r{}  [{}{}] {:>3}% {}",
+                    self.prefix,
                     "#".repeat(filled),
                     " ".repeat(20 - filled),
                     pct,
@@ -143,43 +372,35 @@ impl Renderer {
                 self.progress_line_open = true;
             }
             EventPayload::ToolComplete(t) => {
-                self.break_line(out)?;
-                if t.success {
+                let text = if t.success {
                     let result = t.result.as_ref().map(|r| match r {
                         serde_json::Value::String(s) => s.clone(),
                         other => other.to_string(),
                     });
-                    writeln!(
-                        out,
+                    format!(
                         "{}✓ {}{} → {}",
                         self.paint(GREEN),
                         t.tool_name,
                         self.paint(RESET),
                         truncate(result.as_deref().unwrap_or(""), 200)
-                    )?;
+                    )
                 } else {
-                    writeln!(
-                        out,
+                    format!(
                         "{}✗ {}{}: {}",
                         self.paint(RED),
                         t.tool_name,
                         self.paint(RESET),
                         t.error.as_deref().unwrap_or("failed")
-                    )?;
-                }
+                    )
+                };
+                self.line(out, &text)?;
             }
             EventPayload::InputRequired(i) => {
-                self.break_line(out)?;
-                writeln!(
-                    out,
-                    "{}? {}{}",
-                    self.paint(BOLD),
-                    i.prompt,
-                    self.paint(RESET)
-                )?;
+                let text = format!("{}? {}{}", self.paint(BOLD), i.prompt, self.paint(RESET));
+                self.line(out, &text)?;
             }
             EventPayload::AuthRequired(a) => {
-                self.break_line(out)?;
+                self.begin_line(out)?;
                 writeln!(
                     out,
                     "{}🔒 {}{} {}",
@@ -191,7 +412,7 @@ impl Renderer {
             }
             EventPayload::TaskStatus(s) => match s.status {
                 TaskState::Failed => {
-                    self.break_line(out)?;
+                    self.begin_line(out)?;
                     let why = s
                         .error
                         .as_ref()
@@ -201,22 +422,30 @@ impl Renderer {
                     writeln!(out, "{}error:{} {why}", self.paint(RED), self.paint(RESET))?;
                 }
                 TaskState::Canceled => {
-                    self.break_line(out)?;
+                    self.begin_line(out)?;
                     writeln!(out, "{}(canceled){}", self.paint(DIM), self.paint(RESET))?;
+                }
+                TaskState::WaitingSubtask => {
+                    self.begin_line(out)?;
+                    let why = s.message.as_deref().unwrap_or("waiting for a sub-agent");
+                    writeln!(out, "{}… {why}{}", self.paint(DIM), self.paint(RESET))?;
                 }
                 _ => {}
             },
-            EventPayload::TaskComplete(_) => self.break_line(out)?,
-            EventPayload::FileWrite(f) if f.index == 0 => {
-                self.break_line(out)?;
-                writeln!(
-                    out,
-                    "{}📄 {}{}",
-                    self.paint(DIM),
-                    f.name.as_deref().unwrap_or(&f.artifact_id),
-                    self.paint(RESET)
-                )?;
+            EventPayload::TaskComplete(done) => {
+                let color = matches!(self.style, Style::Human { color: true });
+                match self.tree.close_line(event, done, color) {
+                    Some(line) => {
+                        self.switch(out)?;
+                        self.break_line(out)?;
+                        writeln!(out, "{line}")?;
+                    }
+                    None => self.break_line(out)?,
+                }
             }
+            EventPayload::FileWrite(f) => self.file_write(f, out)?,
+            EventPayload::DatasetWrite(d) => self.dataset_write(d, out)?,
+            EventPayload::DataWrite(d) => self.data_write(d, out)?,
             _ => {}
         }
         out.flush()
@@ -229,62 +458,4 @@ fn truncate(s: &str, max: usize) -> String {
     }
     let cut: String = s.chars().take(max).collect();
     format!("{cut}…")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use looopy_protocol::event::{ContentDelta, ThoughtStream, ThoughtType, Verbosity};
-    use looopy_protocol::{Sequencer, Stamp};
-
-    fn render_all(style: Style, payloads: Vec<EventPayload>) -> String {
-        let seq = Sequencer::default();
-        let stamp = Stamp::new("c", "t");
-        let mut r = Renderer::new(style);
-        let mut out = Vec::new();
-        for p in payloads {
-            r.render(&stamp.stamp(&seq, p), &mut out).unwrap();
-        }
-        String::from_utf8(out).unwrap()
-    }
-
-    #[test]
-    fn human_output_streams_text_and_puts_thoughts_on_their_own_line() {
-        let out = render_all(
-            Style::Human { color: false },
-            vec![
-                EventPayload::ThoughtStream(ThoughtStream::delta("th", 0, "hmm")),
-                EventPayload::ThoughtStream(ThoughtStream::complete(
-                    "th",
-                    1,
-                    "hmm",
-                    ThoughtType::Reasoning,
-                    Verbosity::Normal,
-                )),
-                EventPayload::ContentDelta(ContentDelta {
-                    delta: "Hel".into(),
-                    index: 0,
-                }),
-                EventPayload::ContentDelta(ContentDelta {
-                    delta: "lo".into(),
-                    index: 1,
-                }),
-            ],
-        );
-        assert_eq!(out, "💭 hmm\nHello");
-    }
-
-    #[test]
-    fn json_output_is_one_protocol_event_per_line() {
-        let out = render_all(
-            Style::Json,
-            vec![EventPayload::ContentDelta(ContentDelta {
-                delta: "x".into(),
-                index: 0,
-            })],
-        );
-        let v: serde_json::Value = serde_json::from_str(out.trim_end()).unwrap();
-        assert_eq!(v["kind"], "content-delta");
-        assert_eq!(v["contextId"], "c");
-    }
 }

@@ -1,7 +1,7 @@
 //! `looopy run` and `looopy resume`: one turn, rendered as it streams.
 //!
-//! Exit status: 0 completed, 1 failed, 3 waiting for input (resume with `looopy resume`),
-//! 130 canceled (Ctrl+C).
+//! Exit status: 0 completed, 1 failed, 3 waiting for input — its own, or a sub-agent's
+//! (resume with `looopy resume`, the child's task for a sub-agent), 130 canceled (Ctrl+C).
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -38,6 +38,12 @@ impl Lines {
                 }
             }
         });
+        Self(rx)
+    }
+
+    /// Lines given by a test.
+    #[cfg(test)]
+    pub fn from_channel(rx: tokio::sync::mpsc::Receiver<String>) -> Self {
         Self(rx)
     }
 
@@ -170,11 +176,20 @@ async fn last_input_request(
 /// terminal; Ctrl+C cancels the turn (a second Ctrl+C leaves at once).
 pub async fn drive(
     agent: &Agent,
-    mut handle: TurnHandle,
+    handle: TurnHandle,
     style: Style,
+    input: Option<&mut Lines>,
+) -> Result<ExitCode> {
+    drive_with(agent, handle, Renderer::new(style), input).await
+}
+
+/// [`drive`] with a renderer set up by the caller (`looopy chat` collapses sub-agents).
+pub async fn drive_with(
+    agent: &Agent,
+    mut handle: TurnHandle,
+    mut renderer: Renderer,
     mut input: Option<&mut Lines>,
 ) -> Result<ExitCode> {
-    let mut renderer = Renderer::new(style);
     let mut stdout = std::io::stdout();
     // The run's events; the stream also ends when the run ends without being able to log
     // its end (storage failure), so a failing disk cannot leave us waiting forever.
@@ -240,6 +255,23 @@ pub async fn drive(
             .await?;
         events = Box::pin(handle.events());
     }
+    if let (Some(TaskState::WaitingSubtask), None) = (final_state, &input) {
+        // A sub-agent asked; `looopy chat` answers it inline, `run` says how to.
+        let child = crate::chat_cmd::waiting_child(
+            agent,
+            &handle.context_id,
+            &handle.task_id,
+            handle.start_seq,
+        )
+        .await?;
+        match child {
+            Some(c) => eprintln!(
+                "task {} is waiting for its sub-agent's task {} ({}); answer with: looopy resume {} '<value>'",
+                handle.task_id, c.task_id, c.prompt, c.task_id
+            ),
+            None => eprintln!("task {} is waiting for a sub-agent", handle.task_id),
+        }
+    }
     let ended = handle.wait().await;
     if let (Err(error), false) = (&ended, final_state.is_some_and(|s| s.is_terminal())) {
         // The run ended without logging how (e.g. the disk filled up): say why.
@@ -248,7 +280,7 @@ pub async fn drive(
     Ok(match final_state {
         Some(TaskState::Completed) => ExitCode::SUCCESS,
         Some(TaskState::Canceled) => ExitCode::from(130),
-        Some(s) if s.is_interrupted() => ExitCode::from(3),
+        Some(s) if s.is_interrupted() || s == TaskState::WaitingSubtask => ExitCode::from(3),
         _ => ExitCode::FAILURE,
     })
 }

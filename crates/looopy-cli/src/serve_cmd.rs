@@ -56,13 +56,15 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
         max_streams_per_client: args.max_streams_per_client,
         max_stream_lifetime: args.max_stream_lifetime.map(Duration::from_secs),
         metrics_public: args.metrics_public,
+        grpc_addr: args.grpc_addr,
         ..ServerConfig::default()
     };
     serve_config::apply_request_limits(&mut config, &args, &file);
+    config.push.allow_private = args.push_allow_private;
     if let Err(error) = config.validate() {
         return Ok(usage_error(&error.to_string()));
     }
-    let (agent, _) = agent_setup::build_with(&args.agent, true).await?;
+    let (agent, _) = agent_setup::build(&args.agent).await?;
     let bound = looopy_server::bind(config, agent).await?;
     let url = format!("http://{}", bound.local_addr());
     // So a second process refused the database can point its user here.
@@ -70,6 +72,9 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
         tracing::warn!(%error, "could not record the server's address in the lock file");
     }
     eprintln!("looopy serving on {url}");
+    if let Some(grpc) = bound.grpc_addr() {
+        eprintln!("looopy serving A2A over gRPC on {grpc}");
+    }
     bound.serve(shutdown_signal()).await?;
     Ok(ExitCode::SUCCESS)
 }

@@ -1,6 +1,8 @@
 //! `looopy tail`: a terminal client for a running server. It renders a context's stream
 //! like `looopy chat` and, when the connection drops, reconnects with `Last-Event-ID` so
-//! nothing is missed or shown twice.
+//! nothing is missed or shown twice. Sub-agents' child tasks show as an indented tree under
+//! their `↳` line (see `render::tree`); `--until-done` without `--task` waits for a
+//! top-level task, not a child.
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -139,8 +141,13 @@ async fn follow_once(
             renderer
                 .render(&event, &mut stdout)
                 .map_err(|e| TailError::Fatal(format!("writing output: {e}")))?;
-            let followed = args.task.as_deref().unwrap_or(&event.task_id);
-            if args.until_done && looopy_agent::settles(&event, followed) {
+            // Without --task, any top-level task's end: a sub-agent's child task ending is
+            // only a step of its parent's turn.
+            let followed = match &args.task {
+                Some(task) => Some(task.as_str()),
+                None => event.path.is_empty().then_some(event.task_id.as_str()),
+            };
+            if args.until_done && followed.is_some_and(|t| looopy_agent::settles(&event, t)) {
                 return Ok(Ended::Done);
             }
         }

@@ -57,6 +57,25 @@ impl A2aHost for AppState {
         self.config().addr.to_string()
     }
 
+    /// The gRPC listener, when one is configured, under the host name of the card's request.
+    fn extra_interfaces(&self, base_url: &str) -> Vec<serde_json::Value> {
+        self.config()
+            .grpc_addr
+            .map(|addr| crate::grpc::interface(base_url, addr.port()))
+            .into_iter()
+            .collect()
+    }
+
+    fn push_settings(&self) -> Option<looopy_a2a::push::PushSettings> {
+        self.push().map(crate::push::PushService::settings)
+    }
+
+    fn push_config_saved(&self, config: &looopy_store::PushConfigRecord) {
+        if let Some(push) = self.push() {
+            push.config_saved(config);
+        }
+    }
+
     async fn authorize_context(
         &self,
         caller: &A2aCaller,
@@ -98,9 +117,9 @@ impl A2aHost for AppState {
         &self,
         caller: &A2aCaller,
         context_id: &str,
-        message: &str,
+        message: looopy_protocol::Message,
     ) -> Result<TurnStarted, HostError> {
-        AppState::start_turn(self, &caller.principal, context_id, message).await
+        AppState::start_turn_with(self, &caller.principal, context_id, message).await
     }
 
     async fn provide_input(
@@ -108,8 +127,13 @@ impl A2aHost for AppState {
         task_id: &str,
         input_id: &str,
         value: serde_json::Value,
+        message_id: Option<&str>,
     ) -> Result<TurnStarted, HostError> {
-        AppState::provide_input(self, task_id, input_id, value).await
+        let mut metadata = looopy_protocol::Metadata::new();
+        if let Some(id) = message_id {
+            metadata.insert("messageId".into(), serde_json::Value::from(id));
+        }
+        AppState::provide_input_with(self, task_id, input_id, value, metadata).await
     }
 
     fn acquire_stream(&self, caller: &A2aCaller) -> Result<StreamPermit, HostError> {
@@ -130,12 +154,15 @@ impl A2aHost for AppState {
             after_seq,
             filter: EventFilter {
                 task_id: Some(task_id.to_owned()),
+                depth: None,
                 kinds: None,
                 include_internal: false,
             },
             close: CloseRule::TaskSettled(task_id.to_owned()),
         };
-        self.streams().open(permit, caller.conn.clone(), request)
+        // A2A clients cannot resume with Last-Event-ID: a slow one catches up from the log.
+        self.streams()
+            .open_catching_up(permit, caller.conn.clone(), request)
     }
 
     fn end_note(events: &EventStream) -> Option<&'static str> {

@@ -130,6 +130,11 @@ pub(crate) async fn authenticate(
         None if state.config().metrics_public && request.uri().path() == crate::metrics::PATH => {
             next.run(request).await
         }
+        // The A2A HTTP+JSON binding answers in its own error shape (google.rpc.Status).
+        None if looopy_a2a::rest::is_rest_path(request.uri().path()) => {
+            let refusal = ApiError::unauthorized();
+            looopy_a2a::rest::transport_error(refusal.status(), refusal.message())
+        }
         None => ApiError::unauthorized().into_response(),
     }
 }

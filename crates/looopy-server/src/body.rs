@@ -38,6 +38,8 @@ pub(crate) async fn read_body(
     let (parts, body) = request.into_parts();
     // A2A clients expect JSON-RPC errors, everyone else the API's error shape.
     let rpc = parts.uri.path() == looopy_a2a::RPC_PATH;
+    // The A2A HTTP+JSON binding answers in its own error shape (google.rpc.Status).
+    let rest = looopy_a2a::rest::is_rest_path(parts.uri.path());
     let declared = parts
         .headers
         .get(header::CONTENT_LENGTH)
@@ -47,14 +49,14 @@ pub(crate) async fn read_body(
         return next.run(Request::from_parts(parts, body)).await;
     }
     if declared.is_some_and(|n| n > config.body_limit as u64) {
-        return refuse(too_large(config.body_limit), rpc);
+        return refuse_in(too_large(config.body_limit), rpc, rest);
     }
     match collect(body, config.body_limit, config.body_timeout).await {
         Ok(bytes) => {
             next.run(Request::from_parts(parts, Body::from(bytes)))
                 .await
         }
-        Err(BodyError::TooLarge) => refuse(too_large(config.body_limit), rpc),
+        Err(BodyError::TooLarge) => refuse_in(too_large(config.body_limit), rpc, rest),
         Err(BodyError::TimedOut) => {
             tracing::debug!("request body not complete within the body timeout");
             let error = ApiError::new(
@@ -65,12 +67,12 @@ pub(crate) async fn read_body(
                     config.body_timeout.as_secs_f64()
                 ),
             );
-            refuse(error, rpc)
+            refuse_in(error, rpc, rest)
         }
         Err(BodyError::Read(error)) => {
             tracing::debug!(%error, "reading a request body failed");
             let error = ApiError::bad_request("invalid_body", "the request body could not be read");
-            refuse(error, rpc)
+            refuse_in(error, rpc, rest)
         }
     }
 }
@@ -109,6 +111,19 @@ fn too_large(limit: usize) -> ApiError {
         "payload_too_large",
         format!("the request body is larger than the server accepts ({limit} bytes)"),
     )
+}
+
+/// [`refuse`], or on the A2A HTTP+JSON binding (`rest`) the same refusal as its
+/// `google.rpc.Status`, also closing the connection.
+fn refuse_in(error: ApiError, rpc: bool, rest: bool) -> Response {
+    if !rest {
+        return refuse(error, rpc);
+    }
+    let mut response = looopy_a2a::rest::transport_error(error.status(), error.message());
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
 /// The error answer — `{"error": {"code", "message"}}`, or on the A2A endpoint a JSON-RPC

@@ -59,6 +59,13 @@ pub struct ServerConfig {
     /// Serve `GET /metrics` without authentication (for a scraper on a trusted network);
     /// by default it needs a token like every API route.
     pub metrics_public: bool,
+    /// A2A push notifications: on by default, public webhook addresses only.
+    pub push: crate::push::PushOptions,
+    /// Where the A2A gRPC binding listens (cleartext HTTP/2, see `crate::grpc`); `None`
+    /// (the default): no gRPC. Port 0 picks a free port: once bound, the server's config
+    /// holds the actual address ([`BoundServer::grpc_addr`](crate::BoundServer::grpc_addr)),
+    /// which the agent card declares.
+    pub grpc_addr: Option<SocketAddr>,
 }
 
 impl Default for ServerConfig {
@@ -80,6 +87,8 @@ impl Default for ServerConfig {
             cors_origins: Vec::new(),
             shutdown_grace: Duration::from_secs(10),
             metrics_public: false,
+            push: crate::push::PushOptions::default(),
+            grpc_addr: None,
         }
     }
 }
@@ -103,6 +112,8 @@ impl std::fmt::Debug for ServerConfig {
             .field("cors_origins", &self.cors_origins)
             .field("shutdown_grace", &self.shutdown_grace)
             .field("metrics_public", &self.metrics_public)
+            .field("push", &self.push)
+            .field("grpc_addr", &self.grpc_addr)
             .finish()
     }
 }
@@ -142,6 +153,12 @@ impl ServerConfig {
         }
         if self.max_stream_lifetime.is_some_and(|d| d.is_zero()) {
             return invalid("max_stream_lifetime must be longer than zero");
+        }
+        if self
+            .grpc_addr
+            .is_some_and(|grpc| grpc.port() != 0 && grpc == self.addr)
+        {
+            return invalid("grpc_addr must differ from addr (gRPC has a listener of its own)");
         }
         if self.subscriber_buffer == 0 {
             return invalid("subscriber_buffer must be at least 1 event");
@@ -205,6 +222,10 @@ mod tests {
             },
             ServerConfig {
                 subscriber_buffer: 0,
+                ..Default::default()
+            },
+            ServerConfig {
+                grpc_addr: Some(ServerConfig::default().addr),
                 ..Default::default()
             },
             ServerConfig {

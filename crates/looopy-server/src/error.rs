@@ -191,6 +191,12 @@ impl From<AgentError> for ApiError {
             AgentError::NotFound(_) => {
                 Self::new(StatusCode::NOT_FOUND, error.code(), error.to_string())
             }
+            // A full queue: the client should slow down and retry once a turn has started.
+            AgentError::QueueFull { .. } => Self::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                error.code(),
+                error.to_string(),
+            ),
             AgentError::InvalidInput(_) | AgentError::InvalidId { .. } => {
                 Self::bad_request(error.code(), error.to_string())
             }

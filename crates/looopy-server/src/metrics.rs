@@ -38,6 +38,8 @@ pub const PATH: &str = "/metrics";
 pub const SSE_STREAMS: &str = "looopy_sse_streams";
 /// Counter, `reason`: event streams that ended, and why.
 pub const SSE_DISCONNECTS_TOTAL: &str = "looopy_sse_disconnects_total";
+/// Counter: streams that fell behind and caught up from the log instead of ending (A2A).
+pub const SSE_CATCH_UPS_TOTAL: &str = "looopy_sse_catch_ups_total";
 
 const TURN_DURATION: &[f64] = &[
     0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
@@ -128,6 +130,10 @@ fn describe() {
     describe_counter!(
         SSE_DISCONNECTS_TOTAL,
         "Event streams that ended, by reason."
+    );
+    describe_counter!(
+        SSE_CATCH_UPS_TOTAL,
+        "Streams that fell behind and caught up from the event log (A2A streams)."
     );
 }
 

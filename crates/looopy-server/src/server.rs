@@ -118,7 +118,8 @@ fn cors_layer(origins: &[String]) -> Option<CorsLayer> {
     Some(
         CorsLayer::new()
             .allow_origin(allow_origin)
-            .allow_methods([Method::GET, Method::POST, Method::OPTIONS])
+            // DELETE: the A2A HTTP+JSON binding deletes push-notification configs.
+            .allow_methods([Method::GET, Method::POST, Method::DELETE, Method::OPTIONS])
             .allow_headers([
                 header::AUTHORIZATION,
                 header::CONTENT_TYPE,
@@ -135,13 +136,15 @@ fn cors_layer(origins: &[String]) -> Option<CorsLayer> {
 pub struct BoundServer {
     listener: TcpListener,
     local_addr: SocketAddr,
+    /// The A2A gRPC listener, when `grpc_addr` is configured (see `crate::grpc`).
+    grpc: Option<TcpListener>,
     state: AppState,
 }
 
 /// Binds `config.addr` (port 0 picks a free port) and marks tasks interrupted by a previous
 /// process `failed` (with their terminal events logged), so reconnecting clients see how
-/// they ended.
-pub async fn bind(config: ServerConfig, agent: Agent) -> Result<BoundServer, ServerError> {
+/// they ended; messages it had queued start again, in order.
+pub async fn bind(mut config: ServerConfig, agent: Agent) -> Result<BoundServer, ServerError> {
     config.validate()?;
     let listener = TcpListener::bind(config.addr)
         .await
@@ -150,20 +153,36 @@ pub async fn bind(config: ServerConfig, agent: Agent) -> Result<BoundServer, Ser
             source,
         })?;
     let local_addr = listener.local_addr()?;
+    let grpc = match config.grpc_addr {
+        Some(addr) => {
+            let grpc = TcpListener::bind(addr)
+                .await
+                .map_err(|source| ServerError::Bind { addr, source })?;
+            // The bound address (port 0 resolved), which the agent card declares.
+            config.grpc_addr = Some(grpc.local_addr()?);
+            Some(grpc)
+        }
+        None => None,
+    };
     let recovered = agent
-        .recover("server restarted")
+        .recover_queue("server restarted")
         .await
         .map_err(ServerError::Recover)?;
-    if !recovered.is_empty() {
+    if !recovered.failed.is_empty() {
         tracing::warn!(
-            count = recovered.len(),
+            count = recovered.failed.len(),
             "marked tasks interrupted by the previous process as failed"
         );
     }
     let state = AppState::new(config, agent)?;
+    // Messages the previous process had queued run again, in order, tracked like any turn.
+    for handle in recovered.restarted {
+        state.track_turn(handle);
+    }
     Ok(BoundServer {
         listener,
         local_addr,
+        grpc,
         state,
     })
 }
@@ -172,6 +191,11 @@ impl BoundServer {
     /// The address actually bound.
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// The address of the A2A gRPC listener, when one is configured.
+    pub fn grpc_addr(&self) -> Option<SocketAddr> {
+        self.state.config().grpc_addr
     }
 
     /// The shared state (agent, router statistics).
@@ -187,8 +211,11 @@ impl BoundServer {
         let Self {
             listener,
             local_addr,
+            grpc,
             state,
         } = self;
+        let grpc = grpc
+            .map(|grpc| tokio::spawn(crate::grpc::serve(grpc, state.clone(), local_addr.port())));
         let close_all = CancellationToken::new();
         let mut listener = KillableListener::new(listener, close_all.clone());
         let app = app(state.clone());
@@ -246,6 +273,11 @@ impl BoundServer {
             tracing::warn!("closing connections still open after the shutdown grace period");
             close_all.cancel();
             connections.wait().await;
+        }
+        if let Some(grpc) = grpc {
+            if let Err(error) = grpc.await {
+                tracing::error!(%error, "the gRPC listener failed");
+            }
         }
         signal.abort();
         state.drain_turns().await;

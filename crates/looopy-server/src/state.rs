@@ -20,6 +20,7 @@ pub use access::Access;
 pub use streams::{StreamRequest, Streams};
 
 use crate::auth::{Authenticator, Principal};
+use crate::push::PushService;
 use crate::turns::Turns;
 use crate::{ServerConfig, ServerError};
 
@@ -39,6 +40,8 @@ struct Inner {
     /// Cancelled when the server stops: the event router task ends.
     stopped: CancellationToken,
     turns: Turns,
+    /// A2A push-notification delivery; `None` when turned off.
+    push: Option<PushService>,
 }
 
 impl Drop for Inner {
@@ -83,8 +86,18 @@ impl AppState {
             shutdown.clone(),
             stopped.clone(),
         )?;
+        let push = if config.push.enabled {
+            Some(PushService::start(
+                agent.store().clone(),
+                config.push.clone(),
+                stopped.child_token(),
+            )?)
+        } else {
+            None
+        };
         Ok(Self {
             inner: Arc::new(Inner {
+                push,
                 access: Access::new(&config.tokens, agent.clone()),
                 streams,
                 agent,
@@ -106,6 +119,11 @@ impl AppState {
 
     pub fn config(&self) -> &ServerConfig {
         &self.inner.config
+    }
+
+    /// A2A push-notification delivery, when on.
+    pub fn push(&self) -> Option<&PushService> {
+        self.inner.push.as_ref()
     }
 
     /// Authorization: tokens and ownership checks.
@@ -143,20 +161,39 @@ impl AppState {
 
     /// Starts a turn as `principal` (see [`Agent::start_turn`]), tracked for shutdown.
     /// 413 when the message is over [`ServerConfig::max_message_bytes`]; 503 while
-    /// shutting down; 409 while another turn of the context runs.
+    /// shutting down. While another turn of the context runs, the turn is queued behind it
+    /// (the handle is the queued task's); 429 `queue_full` when the queue is full.
     pub async fn start_turn(
         &self,
         principal: &Principal,
         context_id: &str,
         message: &str,
     ) -> Result<TurnStarted, HostError> {
-        self.check_message_size(message.len())?;
+        self.start_turn_with(
+            principal,
+            context_id,
+            looopy_protocol::Message::user(message),
+        )
+        .await
+    }
+
+    /// [`start_turn`](Self::start_turn) with the user's message whole (e.g. carrying the
+    /// client's message id, see [`Agent::start_turn_with`]).
+    pub async fn start_turn_with(
+        &self,
+        principal: &Principal,
+        context_id: &str,
+        message: looopy_protocol::Message,
+    ) -> Result<TurnStarted, HostError> {
+        self.check_message_size(message.content.len())?;
         if self.is_shutting_down() {
             return Err(HostError::ShuttingDown);
         }
         let agent = self.agent();
         let handle = self
-            .retry_while_settling(|| agent.start_turn(context_id, message, principal.id()))
+            .retry_while_settling(|| {
+                agent.start_turn_with(context_id, message.clone(), principal.id())
+            })
             .await?;
         Ok(self.started(handle))
     }
@@ -170,6 +207,19 @@ impl AppState {
         input_id: &str,
         value: serde_json::Value,
     ) -> Result<TurnStarted, HostError> {
+        self.provide_input_with(task_id, input_id, value, looopy_protocol::Metadata::new())
+            .await
+    }
+
+    /// [`provide_input`](Self::provide_input) with metadata for the `input-received` event
+    /// (see [`Agent::provide_input_with`]).
+    pub async fn provide_input_with(
+        &self,
+        task_id: &str,
+        input_id: &str,
+        value: serde_json::Value,
+        metadata: looopy_protocol::Metadata,
+    ) -> Result<TurnStarted, HostError> {
         // An answer becomes a message of the history too: the same limit applies.
         let size = match &value {
             serde_json::Value::String(text) => text.len(),
@@ -181,7 +231,9 @@ impl AppState {
         }
         let agent = self.agent();
         let handle = self
-            .retry_while_settling(|| agent.provide_input(task_id, input_id, value.clone()))
+            .retry_while_settling(|| {
+                agent.provide_input_with(task_id, input_id, value.clone(), metadata.clone())
+            })
             .await?;
         Ok(self.started(handle))
     }

@@ -1,5 +1,6 @@
-//! The turns this server started, so a graceful shutdown can let them finish writing —
-//! or cancel them cleanly — instead of leaving them to be marked failed on the next start.
+//! The turns this server started (queued ones included), so a graceful shutdown can let
+//! them finish writing — or cancel them cleanly — instead of leaving them to be marked
+//! failed on the next start.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -35,8 +36,11 @@ impl Turns {
     }
 
     /// Waits up to `grace` for running turns to finish, then cancels the rest and waits up
-    /// to `grace` again for them to write their final (`canceled`) events.
+    /// to `grace` again for them to write their final (`canceled`) events. Queued turns
+    /// are held first: they neither start nor get cancelled now, and stay `submitted` for
+    /// the next start (which runs them in order, see [`Agent::recover_queue`]).
     pub(crate) async fn drain(&self, agent: &Agent, grace: Duration) {
+        agent.hold_queue();
         self.tracker.close();
         if tokio::time::timeout(grace, self.tracker.wait())
             .await

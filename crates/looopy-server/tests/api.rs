@@ -241,7 +241,7 @@ async fn bad_requests_get_json_errors_with_the_right_status() {
 }
 
 #[tokio::test]
-async fn a_second_message_while_a_turn_runs_is_409_busy() {
+async fn a_second_message_while_a_turn_runs_is_queued_not_refused() {
     let server =
         TestServer::with_config(vec![Response::new().pause_ms(60_000).text("late")], |c| {
             c.shutdown_grace = std::time::Duration::from_millis(200);
@@ -255,7 +255,19 @@ async fn a_second_message_while_a_turn_runs_is_409_busy() {
         .send()
         .await
         .unwrap();
-    assert_eq!(error_of(r).await, (409, "busy".into()));
+    // Accepted and queued behind the running turn (tests/queue.rs covers the queue); a
+    // queued task is cancelled at once, never having run.
+    assert_eq!(r.status(), 202);
+    let queued: Value = r.json().await.unwrap();
+    let queued = queued["taskId"].as_str().unwrap().to_string();
+    let r = server
+        .client
+        .post(server.url(&format!("/v1/tasks/{queued}/cancel")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    server.wait_state(&queued, "canceled").await;
     // Cancel: the long pause ends at once, the task ends canceled, with its events.
     let r = server
         .client

@@ -1,5 +1,6 @@
 //! Artifacts over HTTP: a tool streams a binary file, a data record and a dataset; the task
-//! lists them (`GET /v1/tasks/{id}/artifacts`) and `GET /v1/tasks/{id}` includes them.
+//! lists them (`GET /v1/tasks/{id}/artifacts`), and `GET /v1/tasks/{id}` and the context's
+//! history (`GET /v1/contexts/{id}/messages`) include them.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::Arc;
@@ -140,6 +141,40 @@ async fn a_task_lists_its_artifacts_and_its_view_includes_them() {
         json!(hex(&Sha256::digest(b"{\"n\":1}\n{\"n\":2}\n")))
     );
     assert_eq!(table["complete"], true);
+
+    assert!(artifacts.iter().all(|a| a["taskId"] == json!(task)));
+
+    // The context's history lists them too (first page only), with the same fields.
+    let history: Value = c
+        .get(format!("{base}/v1/contexts/ctx-art/messages"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(history["artifacts"], list["artifacts"]);
+    let page: Value = c
+        .get(format!("{base}/v1/contexts/ctx-art/messages?limit=1"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let cursor = page["nextCursor"].as_str().unwrap();
+    let next: Value = c
+        .get(format!(
+            "{base}/v1/contexts/ctx-art/messages?limit=1&cursor={cursor}"
+        ))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(page["artifacts"], list["artifacts"]);
+    assert!(next.get("artifacts").is_none(), "{next}");
 
     // Same isolation as tasks: an unknown task is 404.
     let r = c

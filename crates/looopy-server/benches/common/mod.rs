@@ -32,13 +32,22 @@ pub fn agent(dir: &std::path::Path, provider: Arc<dyn Provider>) -> Agent {
 
 /// Runs a server on 127.0.0.1:0 in this process until stdin closes; prints `PORT <n>`.
 pub async fn run_server_child(provider: Arc<dyn Provider>, tweak: impl FnOnce(&mut ServerConfig)) {
+    run_server_child_with(|dir| agent(dir, provider), tweak).await;
+}
+
+/// [`run_server_child`] with an agent of the bench's own making, over a store in the
+/// temporary directory it is given.
+pub async fn run_server_child_with(
+    make_agent: impl FnOnce(&std::path::Path) -> Agent,
+    tweak: impl FnOnce(&mut ServerConfig),
+) {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut config = ServerConfig {
         addr: "127.0.0.1:0".parse().expect("addr"),
         ..ServerConfig::default()
     };
     tweak(&mut config);
-    let server = looopy_server::bind(config, agent(dir.path(), provider))
+    let server = looopy_server::bind(config, make_agent(dir.path()))
         .await
         .expect("bind");
     println!("PORT {}", server.local_addr().port());
@@ -99,6 +108,16 @@ impl ServerChild {
         rss_kib_of(&format!("/proc/{}/status", self.child.id()))
     }
 
+    /// CPU seconds (user + system) the server's threads have used so far, by thread name.
+    pub fn cpu_by_thread(&self) -> std::collections::BTreeMap<String, f64> {
+        cpu_by_thread(self.child.id())
+    }
+
+    /// Peak resident memory of the server process so far, in KiB (VmHWM).
+    pub fn peak_rss_kib(&self) -> u64 {
+        status_kib(&format!("/proc/{}/status", self.child.id()), "VmHWM:")
+    }
+
     pub fn stop(mut self) {
         drop(self.child.stdin.take());
         let _ = self.child.wait();
@@ -106,12 +125,17 @@ impl ServerChild {
 }
 
 pub fn rss_kib_of(path: &str) -> u64 {
+    status_kib(path, "VmRSS:")
+}
+
+/// A `kB` field of a `/proc/<pid>/status` file (`VmRSS:`, `VmHWM:` for the peak).
+pub fn status_kib(path: &str, field: &str) -> u64 {
     let status = std::fs::read_to_string(path).expect("read /proc status");
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS")
+        .unwrap_or_else(|| panic!("no {field} in {path}"))
 }
 
 /// The soft limit on open files, from /proc/self/limits.
@@ -226,4 +250,50 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     }
     let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
     sorted[rank.min(sorted.len() - 1)]
+}
+
+/// CPU seconds (user + system) used so far by each thread of process `pid`, summed by
+/// thread name (`/proc/<pid>/task/*/stat`, in clock ticks of 1/100 s).
+pub fn cpu_by_thread(pid: u32) -> std::collections::BTreeMap<String, f64> {
+    let mut out = std::collections::BTreeMap::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return out;
+    };
+    for task in tasks.flatten() {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            continue;
+        };
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let name = stat[open + 1..close].to_string();
+        let fields: Vec<&str> = stat[close + 2..].split_whitespace().collect();
+        // After the name: state is field 3, utime 14 and stime 15 (1-based in proc(5)).
+        let ticks: f64 = [11, 12]
+            .iter()
+            .filter_map(|&i| fields.get(i).and_then(|v| v.parse::<f64>().ok()))
+            .sum();
+        *out.entry(name).or_insert(0.0) += ticks / 100.0;
+    }
+    out
+}
+
+/// The difference of two [`cpu_by_thread`] readings, as `name s, …` sorted by cost.
+pub fn cpu_delta(
+    before: &std::collections::BTreeMap<String, f64>,
+    after: &std::collections::BTreeMap<String, f64>,
+) -> (f64, String) {
+    let mut rows: Vec<(String, f64)> = after
+        .iter()
+        .map(|(name, t)| (name.clone(), t - before.get(name).copied().unwrap_or(0.0)))
+        .filter(|(_, t)| *t > 0.0)
+        .collect();
+    rows.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let total = rows.iter().map(|(_, t)| t).sum();
+    let text = rows
+        .iter()
+        .map(|(name, t)| format!("{name} {t:.2}s"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    (total, text)
 }

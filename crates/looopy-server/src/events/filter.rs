@@ -10,6 +10,10 @@ use looopy_protocol::event::ALL_KINDS;
 pub struct EventFilter {
     /// Only this task and its sub-agent tasks (events whose `path` contains it).
     pub task_id: Option<String>,
+    /// How many levels of sub-agent tasks below `task_id` (or below the context's
+    /// top-level tasks, without `task_id`) are included: `0` is the task alone, `1` adds
+    /// its children, ...; `None` includes every descendant.
+    pub depth: Option<usize>,
     /// Only these kinds (canonical names from [`ALL_KINDS`]).
     pub kinds: Option<Vec<&'static str>>,
     /// Whether `internal:*` events may be delivered at all.
@@ -22,10 +26,17 @@ impl EventFilter {
         if event.is_internal() && !self.include_internal {
             return false;
         }
-        if let Some(task) = &self.task_id {
-            if event.task_id != *task && !event.path.iter().any(|t| t == task) {
-                return false;
-            }
+        // How far below the selected task (or the top level) the event's task is.
+        let below = match &self.task_id {
+            Some(task) if event.task_id == *task => 0,
+            Some(task) => match event.path.iter().position(|t| t == task) {
+                Some(at) => event.path.len() - at,
+                None => return false,
+            },
+            None => event.path.len(),
+        };
+        if self.depth.is_some_and(|depth| below > depth) {
+            return false;
         }
         match &self.kinds {
             Some(kinds) => kinds.contains(&event.kind()),
@@ -136,6 +147,32 @@ mod tests {
             ..f
         };
         assert!(f.matches(&internal));
+    }
+
+    #[test]
+    fn depth_limits_how_far_below_the_task_events_are_included() {
+        let seq = Sequencer::default();
+        let parent = Stamp::new("c", "t1");
+        let child = parent.child("t2");
+        let grandchild = child.child("t3");
+        let at = |task: Option<&str>, depth| EventFilter {
+            task_id: task.map(Into::into),
+            depth,
+            ..Default::default()
+        };
+        let seen = |f: &EventFilter| {
+            [&parent, &child, &grandchild]
+                .map(|s| f.matches(&s.stamp(&seq, delta())))
+                .to_vec()
+        };
+        assert_eq!(seen(&at(Some("t1"), Some(0))), [true, false, false]);
+        assert_eq!(seen(&at(Some("t1"), Some(1))), [true, true, false]);
+        assert_eq!(seen(&at(Some("t1"), None)), [true, true, true]);
+        assert_eq!(seen(&at(Some("t2"), Some(0))), [false, true, false]);
+        assert_eq!(seen(&at(Some("t2"), Some(1))), [false, true, true]);
+        // Without a task: levels below the context's top-level tasks.
+        assert_eq!(seen(&at(None, Some(0))), [true, false, false]);
+        assert_eq!(seen(&at(None, None)), [true, true, true]);
     }
 
     #[test]

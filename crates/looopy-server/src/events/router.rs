@@ -117,6 +117,10 @@ impl std::fmt::Debug for LiveEvent {
 pub(crate) struct Subscription {
     pub(crate) filter: EventFilter,
     pub(crate) close: CloseRule,
+    /// A subscriber that falls behind catches up from the log (re-registering) instead of
+    /// ending: for clients that cannot resume a stream themselves (A2A has no
+    /// `Last-Event-ID`).
+    pub(crate) catch_up: bool,
 }
 
 struct Slot {
@@ -310,6 +314,19 @@ pub(crate) struct Registration {
     router: Arc<Inner>,
     context_id: Arc<str>,
     id: u64,
+    conn: Option<ConnHandle>,
+}
+
+impl Registration {
+    /// A new registration for the same context and connection (this one fell behind and
+    /// was disconnected): live events are buffered again from now on, so a stream that
+    /// then replays the log from its cursor misses nothing.
+    pub(crate) fn renew(&self) -> Registration {
+        EventRouter {
+            inner: Arc::clone(&self.router),
+        }
+        .register(Arc::clone(&self.context_id), self.conn.clone())
+    }
 }
 
 impl Drop for Registration {
@@ -379,7 +396,7 @@ impl EventRouter {
                 .push(Slot {
                     id,
                     mailbox: Arc::clone(&mailbox),
-                    conn,
+                    conn: conn.clone(),
                 });
         }
         drop(subscribers);
@@ -388,6 +405,7 @@ impl EventRouter {
             router: Arc::clone(&self.inner),
             context_id,
             id,
+            conn,
         }
     }
 

@@ -281,6 +281,20 @@ impl Stream for EventStream {
                         Poll::Ready(Some(next)) => *run = Some(next),
                         Poll::Ready(None) => {
                             let mailbox = &this.registration.mailbox;
+                            if mailbox.lagged() && this.subscription.catch_up {
+                                // Re-register (buffering live events again), then read
+                                // the log from the cursor until it meets them.
+                                tracing::debug!(context_id = %this.context_id, cursor = this.cursor, "subscriber fell behind; catching up from the log");
+                                metrics::counter!(crate::metrics::SSE_CATCH_UPS_TOTAL).increment(1);
+                                this.registration = this.registration.renew();
+                                this.replay_until = u64::MAX;
+                                this.phase = Phase::Replay {
+                                    read: None,
+                                    page: Vec::new().into_iter(),
+                                    exhausted: false,
+                                };
+                                continue;
+                            }
                             let reason = if mailbox.lagged() {
                                 EndReason::Lagged
                             } else if mailbox.storage_failed() {

@@ -40,7 +40,11 @@ impl Fixture {
 
     fn stream(&self, after_seq: u64, filter: EventFilter, close: CloseRule) -> EventStream {
         let context: Arc<str> = Arc::from("ctx");
-        let subscription = Arc::new(Subscription { filter, close });
+        let subscription = Arc::new(Subscription {
+            filter,
+            close,
+            catch_up: false,
+        });
         let registration = self.router.register(Arc::clone(&context), None);
         EventStream::new(
             StreamSource {

@@ -4,7 +4,6 @@
 
 use axum::Json;
 use axum::extract::State;
-use base64::Engine as _;
 use chrono::SecondsFormat;
 use looopy_protocol::ids::TaskId;
 use looopy_store::{ArtifactRecord, Store};
@@ -21,6 +20,8 @@ use crate::{ApiError, AppState};
 #[serde(rename_all = "camelCase")]
 pub(crate) struct ArtifactSummary {
     artifact_id: String,
+    /// The task that wrote it (a context's history lists the artifacts of all its tasks).
+    task_id: String,
     name: Option<String>,
     /// `file`, `data` or `dataset`.
     kind: String,
@@ -39,7 +40,8 @@ pub(crate) struct ArtifactSummary {
 
 impl ArtifactSummary {
     /// Describes `a` (a header, without content). A finished artifact carries its size and
-    /// sha256 in its metadata; one still streaming (or cut off) is read and measured.
+    /// sha256 in its metadata; one still streaming (or cut off) is read and measured as a
+    /// stream, so even a big one costs one read buffer of memory.
     async fn of(store: &Store, a: &ArtifactRecord) -> Result<Self, ApiError> {
         let meta = &a.metadata;
         let known = (
@@ -48,27 +50,22 @@ impl ArtifactSummary {
         );
         let (size, sha256) = match known {
             (Some(size), Some(sha)) => (size, sha.to_string()),
-            _ => {
-                let bytes = match store.get_artifact(&a.artifact_id).await? {
-                    Some(full) => content_bytes(&full),
-                    None => Vec::new(),
-                };
-                (bytes.len() as u64, hex(&Sha256::digest(&bytes)))
-            }
+            _ => match super::artifact_content::measure(store, &a.artifact_id).await {
+                Ok(Some(measured)) => measured,
+                Ok(None) => (0, hex(&Sha256::digest([]))),
+                Err(e) => return Err(ApiError::internal("measuring an artifact", &e)),
+            },
         };
         Ok(Self {
             artifact_id: a.artifact_id.clone(),
+            task_id: a.task_id.clone(),
             name: a.name.clone(),
             kind: a.kind.clone(),
             mime_type: a.mime_type.clone(),
             size,
             sha256,
             created_at: a.created_at.to_rfc3339_opts(SecondsFormat::Millis, true),
-            complete: meta
-                .get("complete")
-                .and_then(Value::as_bool)
-                .unwrap_or(true)
-                && meta.get("incomplete").and_then(Value::as_bool) != Some(true),
+            complete: is_complete(meta),
             error: meta
                 .get("error")
                 .and_then(Value::as_str)
@@ -77,21 +74,16 @@ impl ArtifactSummary {
     }
 }
 
-/// The artifact's content as a client downloads it: a base64 file decoded, anything else
-/// as stored (text, JSON, JSON Lines).
-pub(crate) fn content_bytes(a: &ArtifactRecord) -> Vec<u8> {
-    if a.metadata.get("encoding").and_then(Value::as_str) == Some("base64") {
-        match base64::engine::general_purpose::STANDARD.decode(&a.content) {
-            Ok(bytes) => return bytes,
-            Err(error) => {
-                tracing::warn!(artifact_id = %a.artifact_id, %error, "stored base64 content does not decode");
-            }
-        }
-    }
-    a.content.clone().into_bytes()
+/// Whether an artifact's metadata says it is finished: not still streaming
+/// (`complete: false`) and not cut off (`incomplete: true`).
+pub(crate) fn is_complete(meta: &Value) -> bool {
+    meta.get("complete")
+        .and_then(Value::as_bool)
+        .unwrap_or(true)
+        && meta.get("incomplete").and_then(Value::as_bool) != Some(true)
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write as _;
     bytes.iter().fold(String::new(), |mut s, b| {
         let _ = write!(s, "{b:02x}");
@@ -104,9 +96,24 @@ pub(crate) async fn summaries(
     store: &Store,
     task_id: &str,
 ) -> Result<Vec<ArtifactSummary>, ApiError> {
-    let mut out = Vec::new();
-    for header in store.task_artifact_headers(task_id).await? {
-        out.push(ArtifactSummary::of(store, &header).await?);
+    describe(store, store.task_artifact_headers(task_id).await?).await
+}
+
+/// A context's artifacts (all its tasks'), described: the history's `artifacts`.
+pub(crate) async fn context_summaries(
+    store: &Store,
+    context_id: &str,
+) -> Result<Vec<ArtifactSummary>, ApiError> {
+    describe(store, store.context_artifact_headers(context_id).await?).await
+}
+
+async fn describe(
+    store: &Store,
+    headers: Vec<ArtifactRecord>,
+) -> Result<Vec<ArtifactSummary>, ApiError> {
+    let mut out = Vec::with_capacity(headers.len());
+    for header in &headers {
+        out.push(ArtifactSummary::of(store, header).await?);
     }
     Ok(out)
 }

@@ -1,7 +1,9 @@
 //! `GET /v1/contexts/{contextId}/events`: every task of a context as one SSE stream —
 //! replay from the log after `Last-Event-ID` (or `?lastEventId=`), then live.
 //!
-//! Query parameters: `taskId` (one task and its sub-agent tasks), `kinds` (comma-separated
+//! Query parameters: `taskId` (one task and its sub-agent tasks), `depth` (how many levels
+//! of sub-agent tasks below `taskId` — or below the top-level tasks — to include: `0` none),
+//! `kinds` (comma-separated
 //! event kinds), `lastEventId`, and `access_token` (for `EventSource`, which cannot send
 //! an `Authorization` header). The stream stays open until the client leaves, the server
 //! shuts down, the client falls more than its buffer behind, or the stream reaches the
@@ -24,6 +26,7 @@ use looopy_protocol::ids::{ContextId, TaskId};
 #[serde(rename_all = "camelCase")]
 pub(crate) struct EventsQuery {
     task_id: Option<String>,
+    depth: Option<usize>,
     kinds: Option<String>,
     last_event_id: Option<String>,
 }
@@ -64,6 +67,7 @@ pub(crate) async fn get_events(
                 after_seq,
                 filter: EventFilter {
                     task_id: query.task_id,
+                    depth: query.depth,
                     kinds,
                     include_internal: true,
                 },

@@ -82,6 +82,7 @@ pub(crate) fn turn_response(
                     after_seq: start_seq,
                     filter: EventFilter {
                         task_id: Some(task_id.clone()),
+                        depth: None,
                         kinds: None,
                         include_internal: true,
                     },
@@ -119,10 +120,17 @@ pub(crate) async fn get_messages(
         .filter(|_| more)
         .map(|(position, _)| encode_message_cursor(*position));
     let messages: Vec<_> = messages.into_iter().map(|(_, message)| message).collect();
-    Ok(Json(json!({
+    let mut body = json!({
         "contextId": context_id,
         "lastEventId": last_seq,
         "messages": messages,
         "nextCursor": next_cursor,
-    })))
+    });
+    // The context's artifacts (headers; content at the download route), with the first
+    // page only: they belong to the conversation, not to a page of it.
+    if after.is_none() {
+        let artifacts = super::artifacts::context_summaries(state.store(), &context_id).await?;
+        body["artifacts"] = json!(artifacts);
+    }
+    Ok(Json(body))
 }

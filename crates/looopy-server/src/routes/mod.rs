@@ -1,5 +1,6 @@
 //! The REST routes under `/v1`, plus `/healthz`.
 
+mod artifact_content;
 mod artifacts;
 mod contexts;
 mod events;
@@ -19,6 +20,7 @@ pub(crate) fn api_routes() -> Router<AppState> {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/v1/contexts", get(contexts::list_contexts))
+        .route("/v1/contexts/{context_id}", get(contexts::get_context))
         .route(
             "/v1/contexts/{context_id}/messages",
             post(messages::post_message).get(messages::get_messages),
@@ -28,6 +30,10 @@ pub(crate) fn api_routes() -> Router<AppState> {
         .route(
             "/v1/tasks/{task_id}/artifacts",
             get(artifacts::list_artifacts),
+        )
+        .route(
+            "/v1/tasks/{task_id}/artifacts/{artifact_id}",
+            get(artifact_content::get_artifact_content),
         )
         .route("/v1/tasks/{task_id}/input", post(tasks::provide_input))
         .route("/v1/tasks/{task_id}/cancel", post(tasks::cancel_task))

@@ -169,7 +169,21 @@ impl Streams {
         request: StreamRequest,
     ) -> EventStream {
         let (context_id, registration) = self.register(&request.context_id, conn);
-        self.build(permit, request, context_id, registration, u64::MAX)
+        self.build(permit, request, context_id, registration, u64::MAX, false)
+    }
+
+    /// [`open`](Self::open) for clients that cannot resume a stream themselves (A2A has
+    /// no `Last-Event-ID`): when the stream falls behind the live events, it catches up
+    /// from the log instead of ending, so a slow reader gets a slower stream, never a
+    /// truncated one. Memory stays bounded by the live buffer and one replay page.
+    pub fn open_catching_up(
+        &self,
+        permit: StreamPermit,
+        conn: Option<ConnHandle>,
+        request: StreamRequest,
+    ) -> EventStream {
+        let (context_id, registration) = self.register(&request.context_id, conn);
+        self.build(permit, request, context_id, registration, u64::MAX, true)
     }
 
     /// Opens an event stream from a resume point a client gave (`Last-Event-ID`): like
@@ -197,7 +211,7 @@ impl Streams {
             ));
         }
         // Everything after `last` was committed after registering: it is in the buffer.
-        Ok(self.build(permit, request, context_id, registration, last))
+        Ok(self.build(permit, request, context_id, registration, last, false))
     }
 
     fn register(&self, context_id: &str, conn: Option<ConnHandle>) -> (Arc<str>, Registration) {
@@ -213,6 +227,7 @@ impl Streams {
         context_id: Arc<str>,
         registration: Registration,
         replay_until: u64,
+        catch_up: bool,
     ) -> EventStream {
         let StreamRequest {
             after_seq,
@@ -229,7 +244,11 @@ impl Streams {
                 replay_until,
             },
             after_seq,
-            Arc::new(Subscription { filter, close }),
+            Arc::new(Subscription {
+                filter,
+                close,
+                catch_up,
+            }),
             registration,
             self.inner.shutdown.clone().cancelled_owned(),
             Some(permit),

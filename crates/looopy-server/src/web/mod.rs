@@ -1,10 +1,25 @@
 //! The chat page served at `GET /`: one self-contained HTML page (`index.html` with the
-//! Markdown renderer `markdown.js` inserted into its one inline script, both embedded at
-//! compile time) with no external resources. It sends with the REST API, watches the
-//! context with the browser's `EventSource` (named events per kind, resuming with
-//! `Last-Event-ID`, de-duplicating by `seq`), renders streamed content as Markdown,
-//! collapsible thoughts, tool progress and inline answers to input requests, and shows the
-//! connection's state.
+//! Markdown renderer `markdown.js` and the artifact cards `artifacts.js` inserted into its
+//! one inline script, all embedded at compile time) with no external resources. It sends
+//! with the REST API, watches the context with the browser's `EventSource` (named events
+//! per kind, resuming with `Last-Event-ID`, de-duplicating by `seq`), renders streamed
+//! content as Markdown, collapsible thoughts, tool progress, artifacts and inline answers to
+//! input requests, and shows the connection's state.
+//!
+//! Artifacts show as they stream, one card per `artifactId` (a rewrite or a replay updates
+//! the card in place): a file card with its name, MIME type and bytes received, then its
+//! size, sha256 and a download link; images previewed, text files with a collapsed preview,
+//! data records as collapsible pretty JSON, datasets as a table of their first 20 rows. The
+//! page keeps a file's decoded chunks as `Blob` parts while the file stays under 16 MiB (64
+//! MiB for the whole page; `<body data-keep-bytes>` overrides the first), checks them against
+//! the streamed sha256 and links a `blob:` URL (typed `application/octet-stream`, so an
+//! HTML or SVG artifact is saved, never rendered as a document of this origin): the
+//! download is instant, works while the server is unreachable and puts no token in any URL. Past the limit the chunks are only
+//! counted, and the link is the content route `GET /v1/tasks/{taskId}/artifacts/{artifactId}`,
+//! fetched with the bearer header into a `Blob` when clicked — the route takes no
+//! `?access_token=` (only the event stream does, since `EventSource` cannot send headers), so
+//! a token never lands in a URL, a download history or a log. Data and dataset downloads
+//! are built from the streamed values (compact JSON / JSON Lines).
 //!
 //! Each model call's text ("iteration") is its own block, in order with the thoughts and
 //! tool lines around it, so the text before a tool call and the answer after it are never
@@ -14,20 +29,41 @@
 //! model's text only as text nodes, so no markup in an answer is ever interpreted; links
 //! are made only for absolute `http`/`https`/`mailto` URLs.
 //!
+//! Sub-agents' child tasks (events with a `path`) render inside their top-level task's
+//! turn, each as a collapsible `<details>` block in its parent's flow — right after the
+//! parent's delegating tool call, nested for deeper delegation — with the sub-agent's name,
+//! the message it was given, its own status badge, and its own thoughts, tools, text,
+//! artifacts and input forms (an answer goes to the child's task). A block is open while
+//! its child works, folds away when it completes (unless the user opened or closed it by
+//! hand) and reopens when the child waits for the user or fails. Its `cancel` stops that
+//! child alone (`POST /v1/tasks/{childTaskId}/cancel`: the parent gets an error result and
+//! goes on). Blocks are keyed by task id, so a replay (reconnect or reload) never makes one
+//! twice.
+//!
 //! With tokens configured, open the page as `/?token=<token>`: it sends the token as a
 //! bearer header on `fetch` and as `access_token` on the event stream (which cannot carry
 //! headers). The page's `Referrer-Policy: no-referrer` keeps that URL from leaking.
 //!
 //! The response's Content-Security-Policy allows exactly the page's own inline script and
 //! style (by hash) and connections to this origin, so even a bug that rendered event text
-//! as HTML could not run anything.
+//! as HTML could not run anything. `blob:` is allowed for images (previews of streamed
+//! images) and connections (reading back a download link's content, as the browser test
+//! does): a `blob:` URL can only be minted by this origin's own script.
 //!
 //! Test hooks in the DOM: `#status[data-status]` (`idle`, `connecting`, `open`,
 //! `reconnecting`), `body[data-last-seq]`, `body[data-reconnects]`,
 //! `body[data-context-id]`, and per turn `section.turn[data-task-id][data-state]`, its
 //! text blocks `.part[data-index][data-complete]` (in `.activity`, one per model call
 //! that wrote text) of which the latest is `#answer-<taskId>`. The renderer is the global
-//! `LooopyMarkdown.render(text)` (a `DocumentFragment`).
+//! `LooopyMarkdown.render(text)` (a `DocumentFragment`). Artifact cards are
+//! `.artifact[data-artifact-id][data-kind=file|data|dataset][data-state=streaming|verifying|complete|incomplete]`
+//! with `data-bytes` and `data-chunks` (received so far), `data-size` (final), `data-rows`
+//! (datasets), `data-verified` (`true`/`false`/`unavailable`: the kept bytes against the
+//! streamed sha256) and `data-source` (`stream`: a `blob:` link; `server`: the content
+//! route), holding `a.download`, `img.preview[data-loaded]`, `details.json` and `table`.
+//! Sub-task blocks are `details.subtask[data-task-id][data-parent-task-id][data-agent]
+//! [data-depth][data-state]` (`data-tool-call-id`, `data-remote-task-id` when known) with
+//! `summary .who`, `.prompt`, `.state`, `.cancel` and their own `.activity`.
 
 use std::sync::OnceLock;
 
@@ -48,13 +84,24 @@ const TEMPLATE: &str = include_str!("index.html");
 /// The Markdown renderer, kept apart from the page so each can be read on its own.
 pub const MARKDOWN_JS: &str = include_str!("markdown.js");
 
+/// The artifact cards (files, data records, datasets), kept apart like the renderer.
+pub const ARTIFACTS_JS: &str = include_str!("artifacts.js");
+
 /// Where the renderer goes: a comment at the start of the page's inline script.
 const MARKDOWN_SLOT: &str = "/* markdown.js */";
 
-/// The page as served: the template with the renderer in its slot (built once).
+/// Where the artifact cards go: the comment after the renderer's.
+const ARTIFACTS_SLOT: &str = "/* artifacts.js */";
+
+/// The page as served: the template with the renderer and the cards in their slots (built
+/// once).
 pub fn page() -> &'static str {
     static PAGE: OnceLock<String> = OnceLock::new();
-    PAGE.get_or_init(|| TEMPLATE.replacen(MARKDOWN_SLOT, MARKDOWN_JS, 1))
+    PAGE.get_or_init(|| {
+        TEMPLATE
+            .replacen(ARTIFACTS_SLOT, ARTIFACTS_JS, 1)
+            .replacen(MARKDOWN_SLOT, MARKDOWN_JS, 1)
+    })
 }
 
 /// The web routes, merged into the server's router.
@@ -86,8 +133,8 @@ pub fn content_security_policy() -> &'static str {
         let script = inline_hash(page(), "<script>", "</script>");
         let style = inline_hash(page(), "<style>", "</style>");
         format!(
-            "default-src 'none'; script-src {script}; style-src {style}; connect-src 'self'; \
-             img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+            "default-src 'none'; script-src {script}; style-src {style}; connect-src 'self' blob:; \
+             img-src 'self' data: blob:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
         )
     })
 }
@@ -161,16 +208,22 @@ mod tests {
     }
 
     #[test]
-    fn the_renderer_is_inside_the_pages_one_script() {
-        assert_eq!(TEMPLATE.matches(MARKDOWN_SLOT).count(), 1);
+    fn the_renderer_and_the_cards_are_inside_the_pages_one_script() {
         let script_start = TEMPLATE.find("<script>").unwrap();
-        let slot = TEMPLATE.find(MARKDOWN_SLOT).unwrap();
         let script_end = TEMPLATE.find("</script>").unwrap();
-        assert!(script_start < slot && slot < script_end);
-        // The renderer cannot end the script element early.
-        assert!(!MARKDOWN_JS.to_ascii_lowercase().contains("</script"));
-        assert!(page().contains("const LooopyMarkdown = "));
-        assert!(!page().contains(MARKDOWN_SLOT));
+        for (slot, js, global) in [
+            (MARKDOWN_SLOT, MARKDOWN_JS, "const LooopyMarkdown = "),
+            (ARTIFACTS_SLOT, ARTIFACTS_JS, "const LooopyArtifacts = "),
+        ] {
+            assert_eq!(TEMPLATE.matches(slot).count(), 1, "{slot}");
+            let at = TEMPLATE.find(slot).unwrap();
+            assert!(script_start < at && at < script_end, "{slot}");
+            // The inserted code cannot end the script element early, nor hold the other slot.
+            assert!(!js.to_ascii_lowercase().contains("</script"), "{slot}");
+            assert!(!js.contains(MARKDOWN_SLOT) && !js.contains(ARTIFACTS_SLOT));
+            assert!(page().contains(global), "{global}");
+            assert!(!page().contains(slot), "{slot}");
+        }
     }
 
     #[test]

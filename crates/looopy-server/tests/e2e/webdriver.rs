@@ -50,6 +50,11 @@ pub struct Browser {
 
 impl Browser {
     pub async fn start() -> Self {
+        Self::start_with(&[]).await
+    }
+
+    /// [`start`](Self::start) with more Chromium switches (e.g. `--js-flags=--expose-gc`).
+    pub async fn start_with(extra: &[&str]) -> Self {
         let port = {
             let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             probe.local_addr().unwrap().port()
@@ -77,7 +82,7 @@ impl Browser {
         })
         .await;
         let profile = tempfile::tempdir().unwrap();
-        let args = [
+        let mut args = vec![
             "--headless".to_string(),
             "--no-sandbox".into(),
             "--disable-gpu".into(),
@@ -90,6 +95,7 @@ impl Browser {
             "--window-size=1000,900".into(),
             format!("--user-data-dir={}", profile.path().display()),
         ];
+        args.extend(extra.iter().map(|a| a.to_string()));
         let caps = json!({"capabilities": {"alwaysMatch": {
             "browserName": "chrome",
             "goog:chromeOptions": {"binary": CHROMIUM, "args": args},
@@ -190,6 +196,23 @@ impl Browser {
             reqwest::Method::POST,
             "/execute/sync",
             Some(json!({"script": script, "args": []})),
+        )
+        .await
+    }
+
+    /// Runs `body` (the body of an `async` function; `return` a JSON-able value, read
+    /// `args` as `arguments`) in the page and waits for its promise. A rejection comes back
+    /// as `{"error": "…"}`.
+    pub async fn eval_async(&self, body: &str, args: Vec<Value>) -> Value {
+        let script = format!(
+            "const done = arguments[arguments.length - 1];\n\
+             (async function () {{ {body} }}).apply(null, Array.prototype.slice.call(arguments, 0, -1))\n\
+             .then(done, (e) => done({{ error: String(e) }}));"
+        );
+        self.command(
+            reqwest::Method::POST,
+            "/execute/async",
+            Some(json!({"script": script, "args": args})),
         )
         .await
     }
