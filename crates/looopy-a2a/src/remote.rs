@@ -40,10 +40,13 @@ use crate::v1;
 /// How long a cancel of the remote task may take before it is given up (logged).
 const CANCEL_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Connected clients by agent URL and token.
+type Clients = HashMap<(String, Option<String>), A2aClient>;
+
 /// Runs remote sub-agents over A2A. Cheap to clone; clones share the card cache.
 #[derive(Clone, Default)]
 pub struct A2aRemoteDriver {
-    clients: Arc<tokio::sync::Mutex<HashMap<(String, Option<String>), A2aClient>>>,
+    clients: Arc<tokio::sync::Mutex<Clients>>,
 }
 
 impl std::fmt::Debug for A2aRemoteDriver {

@@ -7,73 +7,16 @@
 //! Skipped (with a message) when python3, the SDK's server extras or uvicorn are missing,
 //! unless `LOOOPY_REQUIRE_E2E=1`, which makes that a failure.
 
+mod sdk_server;
 #[path = "../../looopy-server/tests/e2e/support.rs"]
 mod support;
-
-use std::path::Path;
-use std::process::Stdio;
 
 use futures::StreamExt;
 use looopy_a2a::ErrorKind;
 use looopy_a2a::client::{A2aClient, AgentCard, Binding, ClientError, EventStream, StreamEvent};
 use looopy_a2a::{ProtocolVersion, v1};
+use sdk_server::{sdk_server, sdk_server_missing};
 use support::{skip_without, within};
-use tokio::io::{AsyncBufReadExt, BufReader};
-
-fn sdk_server_missing() -> Option<String> {
-    let probe = std::process::Command::new("python3")
-        .args([
-            "-c",
-            "import a2a.server.routes, a2a.server.request_handlers, starlette, sse_starlette, uvicorn",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output();
-    match probe {
-        Err(e) => Some(format!("python3 is not available ({e})")),
-        Ok(out) if !out.status.success() => Some(format!(
-            "the a2a-sdk server components are not installed \
-             (python3 -m pip install 'a2a-sdk[http-server]>=1.3,<2' uvicorn): {}",
-            String::from_utf8_lossy(&out.stderr)
-                .lines()
-                .last()
-                .unwrap_or_default()
-        )),
-        Ok(_) => None,
-    }
-}
-
-/// The SDK server, killed when dropped.
-struct SdkServer {
-    base: String,
-    _child: tokio::process::Child,
-}
-
-async fn sdk_server(args: &[&str]) -> SdkServer {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/client_sdk_server.py");
-    let mut child = tokio::process::Command::new("python3")
-        .arg(&script)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = within("the SDK server to listen", lines.next_line())
-        .await
-        .unwrap()
-        .expect("the SDK server exited");
-    let base = line
-        .strip_prefix("listening on ")
-        .unwrap()
-        .trim()
-        .to_owned();
-    SdkServer {
-        base,
-        _child: child,
-    }
-}
 
 async fn drain(mut events: EventStream) -> (Vec<StreamEvent>, Option<ClientError>, EventStream) {
     let mut items = Vec::new();

@@ -255,20 +255,29 @@ pub async fn build(args: &AgentArgs) -> Result<(Agent, ProviderKind)> {
         // The offline demo: "research X" delegates to the built-in researcher.
         sub_agents.push(SubAgentSpec::researcher());
     }
-    let agent = Agent::builder()
+    let remote = sub_agents
+        .iter()
+        .any(|s| matches!(s.kind, looopy_agent::subagent::SubAgentKind::Remote(_)));
+    let mut builder = Agent::builder()
         .shared_provider(resolved.provider)
         .store(store)
         .registry(tools)
         .config(resolved.config)
-        .sub_agents(sub_agents)
+        .sub_agents(sub_agents);
+    if remote {
+        // Remote sub-agents are called with the A2A client (cards read on first use).
+        builder = builder.remote_driver(std::sync::Arc::new(
+            looopy_a2a::remote::A2aRemoteDriver::new(),
+        ));
+    }
+    let agent = builder
         .build()
         .context("configuring the agent's sub-agents ([[agents]] in the config file)")?;
     Ok((agent, resolved.provider_kind))
 }
 
-/// The `[[agents]]` of the config file as sub-agent declarations. Remote agents are
-/// declared (the model sees them) but answer "not available yet" until an A2A driver is
-/// installed.
+/// The `[[agents]]` of the config file as sub-agent declarations: local ones, and remote
+/// ones (`url`, optional `token`) called over A2A.
 fn sub_agents(file: &FileConfig, args: &AgentArgs) -> Result<Vec<SubAgentSpec>> {
     let mut specs = Vec::with_capacity(file.agents.len());
     for entry in &file.agents {
@@ -284,7 +293,6 @@ fn sub_agents(file: &FileConfig, args: &AgentArgs) -> Result<Vec<SubAgentSpec>> 
                     "config file: agent {name:?} has a url (remote) and local settings (instructions, tools, model, provider, max_iterations): choose one"
                 );
             }
-            tracing::warn!(agent = %name, "remote sub-agent declared; remote agents are not available yet");
             specs.push(SubAgentSpec::remote(
                 name.clone(),
                 entry.description.clone(),

@@ -257,6 +257,7 @@ async fn answer_children(
                 renderer.render(e, &mut stdout)?;
             }
             if finished && page.is_empty() {
+                renderer.flush_held(&mut stdout)?;
                 break;
             }
             if page.is_empty() {
@@ -294,6 +295,7 @@ async fn replay(
             renderer.render(event, out)?;
         }
     }
+    renderer.flush_held(out)?;
     writeln!(out)?;
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! Rendering events for people (streamed text, dimmed thoughts, tool progress) or for
 //! programs (one protocol JSON object per line).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io::Write;
 
 use looopy_protocol::event::{DataWrite, DatasetWrite, FileEncoding, FileWrite};
@@ -64,7 +64,13 @@ pub struct Renderer {
     /// The task whose line is open (mid-line, a thought or a bar): another task's output
     /// starts on a fresh line rather than mid-way through it.
     line_owner: Option<String>,
+    /// Events of other tasks that arrived while a task was mid-line, in arrival order:
+    /// shown once that line ends, so parallel children's lines are never cut in pieces.
+    held: VecDeque<Event>,
 }
+
+/// Most events held back behind another task's open line; past it, the line is broken.
+const MAX_HELD: usize = 4096;
 
 /// What is known of an artifact still streaming: its name arrives on the first chunk, its
 /// size and row count add up chunk by chunk.
@@ -105,6 +111,7 @@ impl Renderer {
             task: String::new(),
             prefix: String::new(),
             line_owner: None,
+            held: VecDeque::new(),
         }
     }
 
@@ -305,6 +312,49 @@ impl Renderer {
         if !self.tree.visible(event) {
             return Ok(());
         }
+        // Another task is mid-line (streaming text or a thought): hold this event until
+        // that line ends, and keep each task's events in order behind it.
+        let mid_line = !self.at_line_start || self.in_thought;
+        let other = self.line_owner.as_deref() != Some(event.task_id.as_str());
+        let queued = self.held.iter().any(|e| e.task_id == event.task_id);
+        if (mid_line && other || queued) && self.held.len() < MAX_HELD {
+            self.held.push_back(event.clone());
+        } else {
+            self.show(event, out)?;
+        }
+        self.release(out)
+    }
+
+    /// Shows held events whose turn has come: the open line's task's own (the first held
+    /// of a task is its oldest), or — while no line is open — the oldest of all.
+    fn release(&mut self, out: &mut impl Write) -> std::io::Result<()> {
+        loop {
+            let mid_line = !self.at_line_start || self.in_thought;
+            let next = if mid_line {
+                let owner = self.line_owner.as_deref();
+                self.held
+                    .iter()
+                    .position(|e| Some(e.task_id.as_str()) == owner)
+            } else {
+                (!self.held.is_empty()).then_some(0)
+            };
+            match next.and_then(|i| self.held.remove(i)) {
+                Some(event) => self.show(&event, out)?,
+                None => return Ok(()),
+            }
+        }
+    }
+
+    /// Shows every held event (the stream ended or paused): nothing is left unsaid.
+    pub fn flush_held(&mut self, out: &mut impl Write) -> std::io::Result<()> {
+        while let Some(event) = self.held.pop_front() {
+            self.show(&event, out)?;
+        }
+        out.flush()
+    }
+
+    /// Writes one visible event.
+    fn show(&mut self, event: &Event, out: &mut impl Write) -> std::io::Result<()> {
         if self.task != event.task_id {
             self.task = event.task_id.clone();
             self.prefix = self

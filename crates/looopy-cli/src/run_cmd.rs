@@ -225,6 +225,8 @@ pub async fn drive_with(
         if !paused {
             continue;
         }
+        // Whatever a sub-agent said behind another's open line shows before the prompt.
+        renderer.flush_held(&mut stdout)?;
         let Some((input_id, prompt)) =
             last_input_request(agent, &handle.context_id, &handle.task_id, handle.start_seq)
                 .await?
@@ -255,6 +257,7 @@ pub async fn drive_with(
             .await?;
         events = Box::pin(handle.events());
     }
+    renderer.flush_held(&mut stdout)?;
     if let (Some(TaskState::WaitingSubtask), None) = (final_state, &input) {
         // A sub-agent asked; `looopy chat` answers it inline, `run` says how to.
         let child = crate::chat_cmd::waiting_child(

@@ -148,6 +148,9 @@ async fn follow_once(
                 None => event.path.is_empty().then_some(event.task_id.as_str()),
             };
             if args.until_done && followed.is_some_and(|t| looopy_agent::settles(&event, t)) {
+                renderer
+                    .flush_held(&mut stdout)
+                    .map_err(|e| TailError::Fatal(format!("writing output: {e}")))?;
                 return Ok(Ended::Done);
             }
         }

@@ -9,6 +9,8 @@
 //! `run` (in full) and `chat` (collapsed, then `/expand`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -390,5 +392,80 @@ fn chat_collapses_sub_agents_and_expand_shows_the_last_turn_in_full() {
     assert!(
         expanded.contains("\n  └ researcher completed\n"),
         "{stdout}"
+    );
+}
+
+/// A remote sub-agent from the config file: `looopy run` delegates "research X" to a
+/// `researcher` that is another `looopy serve` on loopback, over A2A. The child's block
+/// shows the remote agent's streamed answer, and its `subtask-created` names the remote
+/// task.
+#[test]
+fn run_delegates_to_a_remote_looopy_serve() {
+    let remote_dir = tempfile::tempdir().unwrap();
+    let remote = support::start_default(&remote_dir.path().join("remote.db"), &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[agents]]\nname = \"researcher\"\ndescription = \"Researches on another server.\"\nurl = \"{}\"\n",
+            remote.base
+        ),
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    let out = looopy(
+        dir.path(),
+        &["run", "--config", config, "research oolong"],
+        "",
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    let opened = lines
+        .iter()
+        .position(|l| l.starts_with("↳ researcher: research oolong (remote task task-"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let closed = lines
+        .iter()
+        .position(|l| *l == "  └ researcher completed")
+        .unwrap_or_else(|| panic!("{stdout}"));
+    // The remote server's own answer (it delegated to its built-in researcher in turn)
+    // streamed into the child's block.
+    assert!(
+        lines[opened + 1..closed]
+            .iter()
+            .any(|l| l.starts_with("  researcher │ ") && l.contains("The researcher reports")),
+        "{stdout}"
+    );
+    assert!(
+        lines[closed + 1..]
+            .iter()
+            .any(|l| l.starts_with("[scripted model] The researcher reports: [scripted model]")),
+        "{stdout}"
+    );
+
+    // The same with --json: subtask-created carries the remote task's id.
+    let out = looopy(
+        dir.path(),
+        &["run", "--json", "--config", config, "research sencha"],
+        "",
+    );
+    assert!(out.status.success());
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let created: serde_json::Value = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|e| e["kind"] == "subtask-created")
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        created["remoteTaskId"]
+            .as_str()
+            .is_some_and(|t| !t.is_empty()),
+        "{created}"
     );
 }

@@ -160,29 +160,24 @@ fn parallel_children_never_share_a_line() {
         .answered(&root, &b, "beta", "beta says hello")
         .answered(&root, &a, "alpha", "alpha says hi!");
     let out = s.render(Renderer::new(PLAIN));
+    // Beta's output waits behind alpha's open line, so neither line is cut in pieces.
     assert_eq!(
         out,
         "⚙ alpha {\"message\":\"one\"}\n\
          ↳ alpha: one\n\
          ⚙ beta {\"message\":\"two\"}\n\
          ↳ beta: two\n\
-         \x20 alpha │ al\n\
-         \x20 beta │ be\n\
-         \x20 alpha │ pha says hi\n\
-         \x20 beta │ ta says\n\
+         \x20 alpha │ alpha says hi!\n\
+         \x20 └ alpha completed\n\
+         \x20 beta │ beta says\n\
          \x20 beta │ hello\n\
          \x20 └ beta completed\n\
-         \x20 alpha │ !\n\
-         \x20 └ alpha completed\n\
          ✓ beta → beta says hello\n\
          ✓ alpha → alpha says hi!\n"
     );
     // Every line of a child's output names it: one grep pulls it out.
     let alpha: Vec<&str> = out.lines().filter(|l| l.contains("alpha │")).collect();
-    assert_eq!(
-        alpha,
-        ["  alpha │ al", "  alpha │ pha says hi", "  alpha │ !"]
-    );
+    assert_eq!(alpha, ["  alpha │ alpha says hi!"]);
 }
 
 fn pausing_child() -> Script {
@@ -207,6 +202,31 @@ fn pausing_child() -> Script {
                    "metadata": {"blockedBy": "k1"}}),
         );
     s
+}
+
+/// A child that stays mid-line for ever cannot hold the others back without bound.
+#[test]
+fn held_output_is_bounded_and_flushed() {
+    let root = Stamp::new("c", "root");
+    let a = root.child("ca");
+    let b = root.child("cb");
+    let mut s = Script::new();
+    s.delegate(&root, &a, "alpha", "one")
+        .delegate(&root, &b, "beta", "two")
+        .text(&a, "still talking");
+    for _ in 0..(super::MAX_HELD + 10) {
+        s.text(&b, "x");
+    }
+    let mut renderer = Renderer::new(PLAIN);
+    let mut out = Vec::new();
+    for event in &s.events {
+        renderer.render(event, &mut out).unwrap();
+    }
+    renderer.flush_held(&mut out).unwrap();
+    let out = String::from_utf8(out).unwrap();
+    let xs = out.matches('x').count();
+    assert_eq!(xs, super::MAX_HELD + 10, "nothing lost");
+    assert!(out.contains("  alpha │ still talking\n"));
 }
 
 #[test]
