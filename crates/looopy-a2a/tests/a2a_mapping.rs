@@ -394,7 +394,7 @@ fn data_and_dataset_writes_become_data_parts() {
 }
 
 #[test]
-fn tools_thoughts_usage_subtasks_and_internal_events_are_not_mapped() {
+fn tools_thoughts_usage_and_internal_events_are_not_mapped_nor_a_childs_content() {
     let s = Script::new();
     let mut st = state();
     for e in s.unmapped_noise() {
@@ -413,6 +413,62 @@ fn tools_thoughts_usage_subtasks_and_internal_events_are_not_mapped() {
         }),
     );
     assert!(a2a::to_v1(&sub, &mut st).is_empty());
+}
+
+#[test]
+fn a_sub_agent_shows_as_status_updates_of_the_parent() {
+    let s = Script::new();
+    let mut st = state();
+    let created = s.ev(EventPayload::SubtaskCreated(SubtaskCreated {
+        subtask_id: "task-2".into(),
+        agent_id: Some("booker".into()),
+        prompt: "book".into(),
+        tool_call_id: Some("call-1".into()),
+        remote_task_id: Some("remote-9".into()),
+    }));
+    let items = map_v1(&[created], &mut st);
+    assert_eq!(items.len(), 1);
+    let update = &items[0]["statusUpdate"];
+    assert_eq!(update["taskId"], "task-1");
+    assert_eq!(update["status"]["state"], "TASK_STATE_WORKING");
+    assert_eq!(
+        update["status"]["message"]["parts"][0]["text"],
+        "Delegating to booker: book"
+    );
+    assert_eq!(
+        update["metadata"]["looopy"],
+        json!({"event": "subtask-created", "subtaskId": "task-2", "parentTaskId": "task-1",
+               "agentId": "booker", "toolCallId": "call-1", "remoteTaskId": "remote-9"})
+    );
+    // The child's end is news of the parent; a stranger's is not.
+    let child = s.stamp.child("task-2");
+    let done = child.stamp(
+        &s.seq,
+        EventPayload::TaskComplete(looopy_protocol::event::TaskComplete {
+            status: TaskState::Completed,
+            content: Some("ok".into()),
+            artifacts: Vec::new(),
+            metadata: Metadata::new(),
+        }),
+    );
+    let items = map_v1(&[done], &mut st);
+    assert_eq!(items.len(), 1);
+    assert_eq!(
+        items[0]["statusUpdate"]["status"]["message"]["parts"][0]["text"],
+        "booker completed"
+    );
+    assert_eq!(
+        items[0]["statusUpdate"]["metadata"]["looopy"]["event"],
+        "subtask-complete"
+    );
+    let stranger = looopy_protocol::Stamp::new(s.stamp.context_id.clone(), "task-x").stamp(
+        &s.seq,
+        EventPayload::ContentDelta(ContentDelta {
+            delta: "x".into(),
+            index: 0,
+        }),
+    );
+    assert!(a2a::to_v1(&stranger, &mut st).is_empty());
 }
 
 #[test]

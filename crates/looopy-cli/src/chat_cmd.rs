@@ -16,7 +16,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use looopy_agent::{Agent, PendingInputView};
-use looopy_protocol::{EventPayload, Role, TaskState, ids};
+use looopy_protocol::{Role, TaskState, ids};
 
 use crate::agent_setup;
 use crate::cli::ChatArgs;
@@ -123,40 +123,19 @@ pub(crate) struct WaitingChild {
 }
 
 /// The first descendant of `root` (a task paused in `waiting-subtask`) that waits for
-/// input, found through the `subtask-created` events logged after `after_seq`.
-pub(crate) async fn waiting_child(
-    agent: &Agent,
-    context_id: &str,
-    root: &str,
-    mut after_seq: u64,
-) -> Result<Option<WaitingChild>> {
-    let log = agent.store().event_log();
-    let mut children = Vec::new();
-    loop {
-        let page = log.read_after(context_id, after_seq, 1024).await?;
-        let Some(last) = page.last() else { break };
-        after_seq = last.seq;
-        for e in &page {
-            if let EventPayload::SubtaskCreated(s) = &e.payload {
-                if e.task_id == root || e.path.iter().any(|t| t == root) {
-                    children.push(s.subtask_id.clone());
-                }
-            }
-        }
-    }
-    for child in children {
-        let Some(record) = agent.store().get_task(&child).await? else {
-            continue;
-        };
-        if let Some(pending) = PendingInputView::of(&record) {
-            return Ok(Some(WaitingChild {
-                task_id: child,
-                input_id: pending.input_id,
-                prompt: pending.request.prompt,
-            }));
-        }
-    }
-    Ok(None)
+/// input ([`Agent::waiting_descendant`]).
+pub(crate) async fn waiting_child(agent: &Agent, root: &str) -> Result<Option<WaitingChild>> {
+    let Some(record) = agent.store().get_task(root).await? else {
+        return Ok(None);
+    };
+    Ok(agent
+        .waiting_descendant(&record)
+        .await?
+        .map(|(child, pending)| WaitingChild {
+            task_id: child.task_id,
+            input_id: pending.input_id,
+            prompt: pending.request.prompt,
+        }))
 }
 
 /// The turn being answered: its top-level task and how to show it.
@@ -185,9 +164,7 @@ async fn answer_children(
         };
         let handle = match record.state {
             TaskState::WaitingSubtask => {
-                let Some(child) =
-                    waiting_child(agent, context_id, tree.root, tree.after_seq).await?
-                else {
+                let Some(child) = waiting_child(agent, tree.root).await? else {
                     println!("(waiting for a sub-agent)");
                     return Ok(());
                 };
@@ -392,7 +369,7 @@ mod tests {
         let (root, start_seq) = (handle.task_id.clone(), handle.start_seq);
         assert_eq!(handle.wait().await.unwrap(), TaskState::WaitingSubtask);
 
-        let child = waiting_child(&agent, "ctx-chat", &root, start_seq)
+        let child = waiting_child(&agent, &root)
             .await
             .unwrap()
             .expect("the asker waits");
@@ -418,12 +395,7 @@ mod tests {
             last.last().map(|m| m.content.as_str()),
             Some("Parent got: Name: Grace")
         );
-        assert!(
-            waiting_child(&agent, "ctx-chat", &root, start_seq)
-                .await
-                .unwrap()
-                .is_none()
-        );
+        assert!(waiting_child(&agent, &root).await.unwrap().is_none());
 
         // `/expand` shows the whole turn again, the child's block in full.
         let last = LastTurn {

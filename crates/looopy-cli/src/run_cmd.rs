@@ -260,13 +260,7 @@ pub async fn drive_with(
     renderer.flush_held(&mut stdout)?;
     if let (Some(TaskState::WaitingSubtask), None) = (final_state, &input) {
         // A sub-agent asked; `looopy chat` answers it inline, `run` says how to.
-        let child = crate::chat_cmd::waiting_child(
-            agent,
-            &handle.context_id,
-            &handle.task_id,
-            handle.start_seq,
-        )
-        .await?;
+        let child = crate::chat_cmd::waiting_child(agent, &handle.task_id).await?;
         match child {
             Some(c) => eprintln!(
                 "task {} is waiting for its sub-agent's task {} ({}); answer with: looopy resume {} '<value>'",

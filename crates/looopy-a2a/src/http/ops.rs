@@ -143,21 +143,37 @@ async fn begin<H: A2aHost>(caller: &Caller<H>, params: &SendParams) -> Result<Be
             record.state
         )));
     }
-    let Some(pending) = PendingInputView::of(&record) else {
+    // A task waiting for a sub-agent that asked the user: the answer goes to that child,
+    // and the stream follows this task, which the child's run goes on to.
+    let waiting = match PendingInputView::of(&record) {
+        Some(pending) => Some((record.task_id.clone(), pending)),
+        None => caller
+            .host
+            .agent()
+            .waiting_descendant(&record)
+            .await
+            .map_err(crate::HostError::from)?
+            .map(|(child, pending)| (child.task_id, pending)),
+    };
+    let Some((answering, pending)) = waiting else {
         return Err(RpcError::unsupported(format_args!(
             "task {task_id} is {}, not waiting for input; wait for it to finish or cancel it",
             record.state
         )));
     };
-    let started = caller
+    let mut started = caller
         .host
         .provide_input(
-            task_id,
+            &answering,
             &pending.input_id,
             input_value(input),
             Some(&input.message_id),
         )
         .await?;
+    if answering != *task_id {
+        started.follower = started.follower.for_task(task_id.clone());
+        started.task_id = task_id.clone();
+    }
     let answered = Exchange {
         input_id: pending.input_id.clone(),
         tool_call_id: None,

@@ -37,6 +37,9 @@ pub(crate) struct Folded {
     pub(crate) artifacts: Vec<ArtifactTrack>,
     /// The task's input requests, in order, with their answers.
     pub(crate) exchanges: Vec<Exchange>,
+    /// A sub-agent (descendant) waiting for the user: its task id and question. A task in
+    /// `waiting-subtask` shows as waiting for input with that question.
+    pub(crate) waiting_child: Option<(String, String)>,
 }
 
 /// One input request of a task and, once given, its answer — the part of a conversation
@@ -168,6 +171,28 @@ impl Folded {
     }
 }
 
+impl Folded {
+    /// Notes what a descendant's event says about its waiting for the user.
+    fn apply_descendant(&mut self, event: &Event) {
+        let this_child = self
+            .waiting_child
+            .as_ref()
+            .is_some_and(|(t, _)| *t == event.task_id);
+        match &event.payload {
+            EventPayload::InputRequired(r) => {
+                self.waiting_child = Some((event.task_id.clone(), r.prompt.clone()));
+            }
+            EventPayload::AuthRequired(r) => {
+                self.waiting_child = Some((event.task_id.clone(), r.prompt.clone()));
+            }
+            EventPayload::InputReceived(_) | EventPayload::TaskComplete(_) if this_child => {
+                self.waiting_child = None;
+            }
+            _ => {}
+        }
+    }
+}
+
 /// The fold of some tasks of one context.
 #[derive(Debug, Default)]
 pub(crate) struct ContextFold {
@@ -197,11 +222,21 @@ pub(crate) async fn fold_context(
                 return Ok(fold);
             }
             fold.last_seq = event.seq;
-            if !event.is_internal() && task_ids.contains(&event.task_id.as_str()) {
+            if event.is_internal() {
+                continue;
+            }
+            if task_ids.contains(&event.task_id.as_str()) {
                 fold.tasks
                     .entry(event.task_id.clone())
                     .or_default()
                     .apply(event);
+            }
+            // A sub-agent's question is its ancestors' too.
+            for ancestor in event.path.iter().filter(|t| task_ids.contains(&t.as_str())) {
+                fold.tasks
+                    .entry(ancestor.clone())
+                    .or_default()
+                    .apply_descendant(event);
             }
         }
         if exhausted || fold.last_seq >= limit {
@@ -282,7 +317,13 @@ pub(crate) fn snapshot(
 ) -> TaskSnapshot {
     let empty = Folded::default();
     let f = folded.unwrap_or(&empty);
-    let state = f.state.unwrap_or(record.state);
+    let mut state = f.state.unwrap_or(record.state);
+    let mut status_message = f.status_message.clone();
+    if let (TaskState::WaitingSubtask, Some((_, prompt))) = (state, &f.waiting_child) {
+        // Waiting for a sub-agent that waits for the user: the question is the task's.
+        state = TaskState::WaitingInput;
+        status_message = Some(prompt.clone());
+    }
     let mut s = TaskSnapshot::new(
         &record.task_id,
         &record.context_id,
@@ -294,7 +335,7 @@ pub(crate) fn snapshot(
     } else {
         Some(f.answer.clone())
     };
-    s.status_message = f.status_message.clone();
+    s.status_message = status_message;
     s.error = if state == TaskState::Failed {
         f.error
             .clone()

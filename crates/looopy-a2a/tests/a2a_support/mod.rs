@@ -147,13 +147,6 @@ impl Script {
                 content: "x".into(),
                 finish_reason: Some("tool_calls".into()),
             })),
-            self.ev(EventPayload::SubtaskCreated(SubtaskCreated {
-                subtask_id: "task-2".into(),
-                agent_id: None,
-                prompt: "p".into(),
-                tool_call_id: None,
-                remote_task_id: None,
-            })),
             self.ev(EventPayload::InputReceived(InputReceived {
                 input_id: "i".into(),
                 provided_by: Initiator::User,

@@ -81,6 +81,13 @@ pub struct TurnFollower {
 }
 
 impl TurnFollower {
+    /// The same run, following `task_id` instead: the ancestor a resumed child's run goes
+    /// on to, for a client that answered the child through its parent.
+    pub fn for_task(mut self, task_id: impl Into<String>) -> Self {
+        self.task_id = task_id.into();
+        self
+    }
+
     /// The run's events; see [`TurnHandle::events`].
     pub fn events(&self) -> impl Stream<Item = Event> + Send + 'static + use<> {
         follow(

@@ -42,6 +42,48 @@ impl super::Agent {
     pub fn pending_input(task: &TaskRecord) -> Option<PendingInputView> {
         PendingInputView::of(task)
     }
+
+    /// For a task paused in `waiting-subtask`: the first descendant (in call order, depth
+    /// first) that waits for input, with its request — the question a client of the
+    /// parent should be shown, and the task its answer goes to. `None` when no
+    /// descendant waits for input (they are still working). Reads one task per level.
+    pub async fn waiting_descendant(
+        &self,
+        task: &TaskRecord,
+    ) -> Result<Option<(TaskRecord, PendingInputView)>, crate::AgentError> {
+        // Depth is bounded by the delegation limit; the guard also stops a corrupt cycle.
+        let mut stack: Vec<String> = subtasks_of(task);
+        stack.reverse();
+        let mut seen = 0usize;
+        while let Some(id) = stack.pop() {
+            seen += 1;
+            if seen > 1024 {
+                break;
+            }
+            let Some(record) = self.shared.store.get_task(&id).await? else {
+                continue;
+            };
+            if let Some(view) = PendingInputView::of(&record) {
+                return Ok(Some((record, view)));
+            }
+            let mut children = subtasks_of(&record);
+            children.reverse();
+            stack.extend(children);
+        }
+        Ok(None)
+    }
+}
+
+/// The child tasks a paused task's calls wait for, in call order.
+fn subtasks_of(task: &TaskRecord) -> Vec<String> {
+    if task.state != TaskState::WaitingSubtask {
+        return Vec::new();
+    }
+    task.pending
+        .as_ref()
+        .and_then(PendingTurn::from_value)
+        .map(|p| p.subtasks().map(str::to_owned).collect())
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

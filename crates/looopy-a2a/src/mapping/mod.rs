@@ -21,13 +21,18 @@
 //! closes it when the task stops running: an empty part of the same kind, `append`,
 //! `lastChunk`, `metadata: {"incomplete": true, "error": …}`. Either way every artifact a
 //! client sees start is closed exactly once, and `incomplete` tells a cut-off one apart.
-//! | tools, thoughts, usage, sub-agents, `input-received`, `auth-completed` | nothing: A2A has no place for them and peers need only the outcome |
-//! | `internal:*`, events of another task (a sub-agent's) | nothing, ever |
+//! | tools, thoughts, usage, `input-received`, `auth-completed` | nothing: A2A has no place for them and peers need only the outcome |
+//! | `subtask-created`, a sub-agent's (descendant's) questions and ends | status updates of the mapped task: see [`subtasks`] |
+//! | `internal:*`, events of another task that is not a descendant | nothing, ever |
 //!
 //! The answer artifact is not closed when the task is interrupted: it continues (with
 //! `append: true`) once the task resumes, so a [`super::TaskSnapshot`]'s `answer` and the
 //! streamed chunks always agree. Status message ids are `<taskId>-status-<seq>`, stable
 //! across replays so a reconnecting client can de-duplicate.
+
+mod subtasks;
+
+use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -56,6 +61,8 @@ pub struct MappingState {
     /// Files and datasets whose first chunk was sent and whose last was not, in the order
     /// they started: closed (as incomplete) when the task stops running.
     open_artifacts: Vec<(String, Closing)>,
+    /// Sub-agents' names by their child task id (from `subtask-created`).
+    subtask_names: HashMap<String, String>,
 }
 
 /// The empty part that closes an open artifact: the same kind of part as its chunks, so a
@@ -80,6 +87,7 @@ impl MappingState {
             answer_started: false,
             answer_closed: false,
             open_artifacts: Vec::new(),
+            subtask_names: HashMap::new(),
         }
     }
 
@@ -104,6 +112,7 @@ impl MappingState {
             // A snapshot shows closed artifacts only; one still being written is replayed
             // from its first chunk (see `http::snapshot`), which opens it here again.
             open_artifacts: Vec::new(),
+            subtask_names: HashMap::new(),
         }
     }
 
@@ -143,8 +152,23 @@ impl MappingState {
 
 /// Maps one event to the v1.0 stream items it produces (often none).
 pub fn to_v1(event: &Event, state: &mut MappingState) -> Vec<v1::StreamResponse> {
-    if event.is_internal() || event.task_id != state.task_id {
+    if event.is_internal() {
         return Vec::new();
+    }
+    let mut out = Vec::new();
+    if event.task_id != state.task_id {
+        // A sub-agent's event shows as news of the mapped task, if it descends from it.
+        if event.path.contains(&state.task_id) {
+            let task_id = state.task_id.clone();
+            let ctx = Ctx {
+                task_id: &task_id,
+                context_id: &event.context_id,
+                at: event.timestamp,
+                seq: event.seq,
+            };
+            subtasks::descendant(&ctx, event, state, &mut out);
+        }
+        return out;
     }
     let ctx = Ctx {
         task_id: &event.task_id,
@@ -152,8 +176,8 @@ pub fn to_v1(event: &Event, state: &mut MappingState) -> Vec<v1::StreamResponse>
         at: event.timestamp,
         seq: event.seq,
     };
-    let mut out = Vec::new();
     match &event.payload {
+        EventPayload::SubtaskCreated(s) => subtasks::created(&ctx, event, s, state, &mut out),
         EventPayload::TaskCreated(_) => {
             state.last_state = Some(v1::TaskState::Submitted);
             out.push(v1::StreamResponse::Task(ctx.initial_task(state)));
@@ -256,6 +280,12 @@ fn on_status(
     }
     let carries_news = text.is_some() || !metadata.is_empty();
     if state.last_state == Some(mapped) && (mapped.is_interrupted() || !carries_news) {
+        return;
+    }
+    // Waiting for a sub-agent that asked the user: its question stands (see `subtasks`).
+    if s.status == looopy_protocol::TaskState::WaitingSubtask
+        && state.last_state.is_some_and(v1::TaskState::is_interrupted)
+    {
         return;
     }
     let message = text.map(|t| ctx.agent_message(vec![v1::Part::text(t)]));
