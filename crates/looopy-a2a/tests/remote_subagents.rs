@@ -288,12 +288,17 @@ async fn cancelling_the_parent_cancels_the_remote_task() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path().join("p.db")).unwrap();
     let agent = parent(store.clone(), &url);
-    let turn = agent.start_turn("ctx-cancel", "go", None).await.unwrap();
+    cancel_mid_delegation(&agent, &store, "ctx-cancel", &url).await;
+}
+
+/// Starts `agent`'s turn in `ctx`, cancels it once its remote child streams, and checks
+/// that the parent, the child and the remote task (at `url`) all end canceled.
+async fn cancel_mid_delegation(agent: &Agent, store: &Store, ctx: &str, url: &str) {
+    let turn = agent.start_turn(ctx, "go", None).await.unwrap();
     let root = turn.task_id.clone();
-    // Wait until the child streams, then cancel the parent.
     let (child, remote_id) = within("the child's first delta", async {
         loop {
-            let events = events(&store, "ctx-cancel").await;
+            let events = events(store, ctx).await;
             let started = events
                 .iter()
                 .any(|e| e.task_id != root && matches!(e.payload, EventPayload::ContentDelta(_)));
@@ -317,7 +322,7 @@ async fn cancelling_the_parent_cancels_the_remote_task() {
         store.get_task(&child).await.unwrap().unwrap().state,
         TaskState::Canceled
     );
-    let client = A2aClient::connect(&url).await.unwrap();
+    let client = A2aClient::connect(url).await.unwrap();
     let state = within("the remote task to be canceled", async {
         loop {
             let state = client
@@ -449,47 +454,5 @@ async fn a_python_sdk_agent_as_a_remote_sub_agent() {
 
     // Cancel: the SDK agent's task is canceled too.
     let agent = parent_asking(store.clone(), &server.base, "slow please");
-    let turn = agent
-        .start_turn("ctx-sdk-cancel", "go", None)
-        .await
-        .unwrap();
-    let root = turn.task_id.clone();
-    let remote_id = within("the child's first delta", async {
-        loop {
-            let events = events(&store, "ctx-sdk-cancel").await;
-            if events
-                .iter()
-                .any(|e| e.task_id != root && matches!(e.payload, EventPayload::ContentDelta(_)))
-            {
-                break subtask_created(&events)["remoteTaskId"]
-                    .as_str()
-                    .unwrap()
-                    .to_string();
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
-    agent.cancel(&root).await.unwrap();
-    assert_eq!(
-        within("the turn", turn.wait()).await.unwrap(),
-        TaskState::Canceled
-    );
-    let client = A2aClient::connect(&server.base).await.unwrap();
-    let state = within("the SDK task to be canceled", async {
-        loop {
-            let state = client
-                .get_task(&remote_id, None)
-                .await
-                .unwrap()
-                .status
-                .state;
-            if state.is_terminal() {
-                break state;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await;
-    assert_eq!(state, v1::TaskState::Canceled);
+    cancel_mid_delegation(&agent, &store, "ctx-sdk-cancel", &server.base).await;
 }

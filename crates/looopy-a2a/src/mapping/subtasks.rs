@@ -73,38 +73,55 @@ pub(super) fn descendant(
     match &event.payload {
         EventPayload::SubtaskCreated(s) => created(ctx, event, s, state, out),
         EventPayload::InputRequired(r) => {
-            let message = ctx.agent_message(vec![
-                v1::Part::text(&r.prompt),
-                v1::Part::data(request_details(r)),
-            ]);
-            let metadata = child_metadata(&r.metadata, &event.task_id, &agent);
-            announce(
+            let question = (&r.prompt, request_details(r), &r.metadata);
+            ask(
                 ctx,
-                state,
+                event,
+                &agent,
                 v1::TaskState::InputRequired,
-                Some(with_metadata(message, &metadata)),
-                None,
+                question,
+                state,
                 out,
             );
         }
         EventPayload::AuthRequired(r) => {
-            let message = ctx.agent_message(vec![
-                v1::Part::text(&r.prompt),
-                v1::Part::data(request_details(r)),
-            ]);
-            let metadata = child_metadata(&r.metadata, &event.task_id, &agent);
-            announce(
+            let question = (&r.prompt, request_details(r), &r.metadata);
+            ask(
                 ctx,
-                state,
+                event,
+                &agent,
                 v1::TaskState::AuthRequired,
-                Some(with_metadata(message, &metadata)),
-                None,
+                question,
+                state,
                 out,
             );
         }
         EventPayload::TaskComplete(done) => completed(ctx, event, done, &agent, state, out),
         _ => {}
     }
+}
+
+/// The parent's interrupted state for a descendant's question: its prompt, request
+/// details and metadata, plus which child asked.
+fn ask(
+    ctx: &Ctx<'_>,
+    event: &Event,
+    agent: &str,
+    interrupted: v1::TaskState,
+    (prompt, details, metadata): (&String, Value, &Metadata),
+    state: &mut MappingState,
+    out: &mut Vec<v1::StreamResponse>,
+) {
+    let message = ctx.agent_message(vec![v1::Part::text(prompt), v1::Part::data(details)]);
+    let metadata = child_metadata(metadata, &event.task_id, agent);
+    announce(
+        ctx,
+        state,
+        interrupted,
+        Some(with_metadata(message, &metadata)),
+        None,
+        out,
+    );
 }
 
 fn completed(
