@@ -151,8 +151,11 @@ pub trait A2aHost: Clone + Send + Sync + 'static {
     /// Answers a paused task's input request and resumes it (access already checked).
     /// `message_id` is the client's id of the message that carried the answer: it goes on
     /// the `input-received` event (`metadata.messageId`), where the task's history finds it.
+    /// The answer is `caller`'s: a user's, or another agent's (which may not answer
+    /// `requireUser` requests).
     fn provide_input(
         &self,
+        caller: &Self::Caller,
         task_id: &str,
         input_id: &str,
         value: serde_json::Value,

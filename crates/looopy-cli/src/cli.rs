@@ -172,6 +172,12 @@ pub struct ServeArgs {
     // would not tell an empty variable from an absent one. `serve_cmd` reads the variable.
     #[arg(long = "token")]
     pub tokens: Vec<String>,
+    /// Bearer token of another agent (an A2A peer), repeatable; without it,
+    /// LOOOPY_PEER_TOKENS (comma-separated). A peer is a principal like a --token one, but
+    /// its answers to input requests are an agent's: it cannot answer requests that need
+    /// the user (`requireUser`), and `input-received.providedBy` is `agent`.
+    #[arg(long = "peer-token")]
+    pub peer_tokens: Vec<String>,
     /// Send `internal:*` events to clients too.
     #[arg(long)]
     pub allow_internal: bool,

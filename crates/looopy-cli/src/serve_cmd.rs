@@ -44,10 +44,18 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
         Ok(tokens) => tokens,
         Err(message) => return Ok(usage_error(&message)),
     };
+    let peer_tokens = match serve_config::resolve_peer_tokens(
+        args.peer_tokens.clone(),
+        std::env::var_os(serve_config::PEER_TOKENS_ENV),
+    ) {
+        Ok(tokens) => tokens,
+        Err(message) => return Ok(usage_error(&message)),
+    };
     let file = agent_setup::load_file_config(args.agent.config.as_deref())?;
     let mut config = ServerConfig {
         addr: args.addr,
         tokens,
+        peer_tokens,
         allow_internal: args.allow_internal,
         keepalive: Duration::from_secs(args.keepalive_secs.max(1)),
         cors_origins: args.cors_origins.clone(),

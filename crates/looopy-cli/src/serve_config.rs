@@ -20,13 +20,32 @@ pub const TOKENS_ENV: &str = "LOOOPY_TOKENS";
 /// switch authentication off without a word. A token containing `,` can only be given
 /// with `--token`.
 pub fn resolve_tokens(flags: Vec<String>, env: Option<OsString>) -> Result<Vec<String>, String> {
+    resolve_token_list("--token", TOKENS_ENV, flags, env)
+}
+
+/// The environment variable listing other agents' (A2A peers') tokens, comma-separated.
+pub const PEER_TOKENS_ENV: &str = "LOOOPY_PEER_TOKENS";
+
+/// The peer tokens: `--peer-token` flags, else [`PEER_TOKENS_ENV`], by the rules of
+/// [`resolve_tokens`].
+pub fn resolve_peer_tokens(
+    flags: Vec<String>,
+    env: Option<OsString>,
+) -> Result<Vec<String>, String> {
+    resolve_token_list("--peer-token", PEER_TOKENS_ENV, flags, env)
+}
+
+fn resolve_token_list(
+    flag: &str,
+    env_name: &str,
+    flags: Vec<String>,
+    env: Option<OsString>,
+) -> Result<Vec<String>, String> {
     if !flags.is_empty() {
         if flags.iter().any(String::is_empty) {
-            return Err(
-                "--token must not be empty (leave the flag out to run without \
-                        authentication)"
-                    .into(),
-            );
+            return Err(format!(
+                "{flag} must not be empty (leave the flag out to run without it)"
+            ));
         }
         return Ok(flags);
     }
@@ -35,10 +54,10 @@ pub fn resolve_tokens(flags: Vec<String>, env: Option<OsString>) -> Result<Vec<S
     };
     let list = env
         .into_string()
-        .map_err(|_| format!("{TOKENS_ENV} is not valid UTF-8"))?;
+        .map_err(|_| format!("{env_name} is not valid UTF-8"))?;
     if list.trim().is_empty() {
         return Err(format!(
-            "{TOKENS_ENV} is set but empty (unset it to run without authentication)"
+            "{env_name} is set but empty (unset it to run without it)"
         ));
     }
     list.split(',')
@@ -47,7 +66,7 @@ pub fn resolve_tokens(flags: Vec<String>, env: Option<OsString>) -> Result<Vec<S
             let token = entry.trim();
             if token.is_empty() {
                 Err(format!(
-                    "{TOKENS_ENV} has an empty entry (entry {}); separate tokens with single commas",
+                    "{env_name} has an empty entry (entry {}); separate tokens with single commas",
                     index + 1
                 ))
             } else {

@@ -124,6 +124,7 @@ impl A2aHost for AppState {
 
     async fn provide_input(
         &self,
+        caller: &A2aCaller,
         task_id: &str,
         input_id: &str,
         value: serde_json::Value,
@@ -133,7 +134,8 @@ impl A2aHost for AppState {
         if let Some(id) = message_id {
             metadata.insert("messageId".into(), serde_json::Value::from(id));
         }
-        AppState::provide_input_with(self, task_id, input_id, value, metadata).await
+        let from = caller.principal.input_source();
+        AppState::provide_input_with(self, task_id, input_id, value, metadata, from).await
     }
 
     fn acquire_stream(&self, caller: &A2aCaller) -> Result<StreamPermit, HostError> {

@@ -40,12 +40,33 @@ pub const ACCESS_TOKEN_PARAM: &str = "access_token";
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Principal {
     id: Option<Arc<str>>,
+    /// Another agent (a peer token), not a user.
+    agent: bool,
 }
 
 impl Principal {
     /// The caller when authentication is off.
     pub fn anonymous() -> Self {
-        Self { id: None }
+        Self {
+            id: None,
+            agent: false,
+        }
+    }
+
+    /// Whether this principal is another agent (it authenticated with a peer token).
+    pub fn is_agent(&self) -> bool {
+        self.agent
+    }
+
+    /// Who an answer from this principal comes from: an agent for peer tokens, a user
+    /// otherwise (named by the principal id when authentication is on).
+    pub fn input_source(&self) -> looopy_agent::InputSource {
+        let id = self.id.as_deref().map(str::to_owned);
+        if self.agent {
+            looopy_agent::InputSource::agent(id)
+        } else {
+            looopy_agent::InputSource::user(id)
+        }
     }
 
     /// The principal id (owner of its contexts), `None` when anonymous.
@@ -81,13 +102,17 @@ pub(crate) struct Authenticator {
 }
 
 impl Authenticator {
-    pub(crate) fn new(tokens: &[String]) -> Self {
-        let principals = tokens
-            .iter()
-            .map(|token| {
+    /// Users' `tokens` and other agents' `peer_tokens` (a token in both is a peer's).
+    pub(crate) fn new(tokens: &[String], peer_tokens: &[String]) -> Self {
+        let users = tokens.iter().map(|t| (t, false));
+        let peers = peer_tokens.iter().map(|t| (t, true));
+        let principals = users
+            .chain(peers)
+            .map(|(token, agent)| {
                 let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
                 let principal = Principal {
                     id: Some(Arc::from(principal_id(token))),
+                    agent,
                 };
                 (key, principal)
             })
@@ -267,7 +292,9 @@ mod tests {
 
     #[test]
     fn tokens_authenticate_to_their_own_principal() {
-        let auth = Authenticator::new(&["a".into(), "b".into()]);
+        let auth = Authenticator::new(&["a".into(), "b".into()], &["p".into()]);
+        assert!(auth.authenticate("p").is_some_and(|p| p.is_agent()));
+        assert!(auth.authenticate("a").is_some_and(|p| !p.is_agent()));
         let a = auth.authenticate("a").unwrap();
         let b = auth.authenticate("b").unwrap();
         assert_ne!(a, b);

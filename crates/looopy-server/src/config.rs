@@ -16,6 +16,11 @@ pub struct ServerConfig {
     /// Accepted bearer tokens, one per principal. Empty: authentication is off and every
     /// caller is the same anonymous principal.
     pub tokens: Vec<String>,
+    /// Bearer tokens of other agents (A2A peers): principals like [`tokens`](Self::tokens)
+    /// (their own contexts and tasks), but an answer they give to an input request is an
+    /// agent's, never a user's — so they cannot answer `requireUser` requests, and
+    /// `input-received.providedBy` says `agent`. Configuring any also turns authentication on.
+    pub peer_tokens: Vec<String>,
     /// Send `internal:*` events to clients (debugging); they are hidden otherwise.
     pub allow_internal: bool,
     /// Interval of the `: keep-alive` comment on idle event streams.
@@ -73,6 +78,7 @@ impl Default for ServerConfig {
         Self {
             addr: SocketAddr::from((Ipv4Addr::LOCALHOST, 8080)),
             tokens: Vec::new(),
+            peer_tokens: Vec::new(),
             allow_internal: false,
             keepalive: Duration::from_secs(15),
             retry: Duration::from_secs(3),
@@ -98,6 +104,10 @@ impl std::fmt::Debug for ServerConfig {
         f.debug_struct("ServerConfig")
             .field("addr", &self.addr)
             .field("tokens", &format_args!("<{} redacted>", self.tokens.len()))
+            .field(
+                "peer_tokens",
+                &format_args!("<{} redacted>", self.peer_tokens.len()),
+            )
             .field("allow_internal", &self.allow_internal)
             .field("keepalive", &self.keepalive)
             .field("retry", &self.retry)
@@ -122,7 +132,7 @@ impl ServerConfig {
     /// Rejects settings that would make the server misbehave rather than fail loudly later.
     pub fn validate(&self) -> Result<(), ServerError> {
         let invalid = |msg: &str| Err(ServerError::Config(msg.to_string()));
-        for token in &self.tokens {
+        for token in self.tokens.iter().chain(&self.peer_tokens) {
             if token.is_empty() {
                 return invalid("a bearer token is empty");
             }

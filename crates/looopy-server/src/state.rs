@@ -98,7 +98,7 @@ impl AppState {
         Ok(Self {
             inner: Arc::new(Inner {
                 push,
-                access: Access::new(&config.tokens, agent.clone()),
+                access: Access::new(&config.tokens, &config.peer_tokens, agent.clone()),
                 streams,
                 agent,
                 config,
@@ -201,14 +201,23 @@ impl AppState {
     /// Answers a paused task's input request and resumes it (see
     /// [`Agent::provide_input`]), tracked for shutdown. Check access first
     /// ([`Access::authorize_task`]).
+    /// `from` says who answers ([`Principal::input_source`]): an agent may not answer a
+    /// `requireUser` request.
     pub async fn provide_input(
         &self,
         task_id: &str,
         input_id: &str,
         value: serde_json::Value,
+        from: looopy_agent::InputSource,
     ) -> Result<TurnStarted, HostError> {
-        self.provide_input_with(task_id, input_id, value, looopy_protocol::Metadata::new())
-            .await
+        self.provide_input_with(
+            task_id,
+            input_id,
+            value,
+            looopy_protocol::Metadata::new(),
+            from,
+        )
+        .await
     }
 
     /// [`provide_input`](Self::provide_input) with metadata for the `input-received` event
@@ -219,6 +228,7 @@ impl AppState {
         input_id: &str,
         value: serde_json::Value,
         metadata: looopy_protocol::Metadata,
+        from: looopy_agent::InputSource,
     ) -> Result<TurnStarted, HostError> {
         // An answer becomes a message of the history too: the same limit applies.
         let size = match &value {
@@ -232,7 +242,13 @@ impl AppState {
         let agent = self.agent();
         let handle = self
             .retry_while_settling(|| {
-                agent.provide_input_with(task_id, input_id, value.clone(), metadata.clone())
+                agent.provide_input_from(
+                    task_id,
+                    input_id,
+                    value.clone(),
+                    metadata.clone(),
+                    from.clone(),
+                )
             })
             .await?;
         Ok(self.started(handle))

@@ -164,6 +164,7 @@ async fn begin<H: A2aHost>(caller: &Caller<H>, params: &SendParams) -> Result<Be
     let mut started = caller
         .host
         .provide_input(
+            &caller.who,
             &answering,
             &pending.input_id,
             input_value(input),

@@ -103,7 +103,12 @@ pub(crate) async fn provide_input(
         .then(|| streams.acquire(&principal, conn.as_ref()))
         .transpose()?;
     let started = state
-        .provide_input(&task_id, &body.input_id, body.value)
+        .provide_input(
+            &task_id,
+            &body.input_id,
+            body.value,
+            principal.input_source(),
+        )
         .await?;
     Ok(turn_response(streams, permit, conn, started))
 }

@@ -32,10 +32,10 @@ impl std::fmt::Debug for Access {
 }
 
 impl Access {
-    pub(crate) fn new(tokens: &[String], agent: Agent) -> Self {
+    pub(crate) fn new(tokens: &[String], peer_tokens: &[String], agent: Agent) -> Self {
         Self {
             inner: Arc::new(Inner {
-                auth: Authenticator::new(tokens),
+                auth: Authenticator::new(tokens, peer_tokens),
                 agent,
             }),
         }
