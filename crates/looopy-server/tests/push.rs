@@ -10,9 +10,12 @@ mod push_support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use looopy_llm::scripted::Response;
+use looopy_agent::Agent;
+use looopy_agent::subagent::SubAgentSpec;
+use looopy_llm::scripted::{Matcher, Response, Script, ScriptedProvider, Turn};
 use looopy_server::ServerConfig;
 use looopy_store::PushConfigRecord;
+use looopy_store::Store;
 use looopy_testkit::server::TestServer;
 use push_support::{Receiver, all_done, deduped, expected, message, rpc};
 use serde_json::json;
@@ -395,4 +398,93 @@ async fn a_deleted_webhook_gets_nothing_more_even_after_a_pause() {
     .await;
     assert_eq!(receiver.hits().len(), before);
     server.shutdown().await;
+}
+
+/// A sub-agent's delegation, question and end reach the parent's webhook as news of the
+/// parent (the stream's mapping), and answering the question through the parent goes on.
+#[tokio::test]
+async fn a_sub_agents_question_and_end_are_pushed_as_news_of_the_parent() {
+    let receiver = Receiver::start().await;
+    let model = ScriptedProvider::new(
+        Script::new()
+            .turn(
+                Turn::new()
+                    .when(Matcher::any().agent("looopy"))
+                    .response(Response::new().tool_call_with_id(
+                        "call-b",
+                        "booker",
+                        json!({"message": "book a table"}),
+                    ))
+                    .response(Response::new().text("Done: {{last_tool_result}}")),
+            )
+            .turn(
+                Turn::new()
+                    .when(Matcher::any().agent("booker"))
+                    .response(
+                        Response::new().tool_call("ask_user", json!({"question": "Which city?"})),
+                    )
+                    .response(Response::new().text("Booked in {{last_tool_result}}")),
+            ),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().join("looopy.db")).unwrap();
+    let agent = Agent::builder()
+        .provider(model)
+        .store(store)
+        .builtin_tools()
+        .sub_agent(SubAgentSpec::local("booker", "Books.", "You book.").tools(["ask_user"]))
+        .build()
+        .unwrap();
+    let server = TestServer::with_agent(dir, agent, fast_retries).await;
+    let reply = rpc(
+        &server,
+        "1.0",
+        "SendMessage",
+        json!({
+            "message": message("go"),
+            "configuration": {"taskPushNotificationConfig": {"url": receiver.url}},
+        }),
+    )
+    .await;
+    let task = &reply["result"]["task"];
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{reply}"
+    );
+    let (task_id, context_id) = (
+        task["id"].as_str().unwrap().to_string(),
+        task["contextId"].as_str().unwrap().to_string(),
+    );
+    let reply = rpc(
+        &server,
+        "1.0",
+        "SendMessage",
+        json!({"message": {"messageId": "m-answer", "role": "ROLE_USER", "taskId": task_id,
+               "contextId": context_id, "parts": [{"text": "Rome"}]}}),
+    )
+    .await;
+    assert_eq!(
+        reply["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{reply}"
+    );
+
+    let store = server.state.store();
+    all_done(store, &task_id).await;
+    let want = expected(store, &context_id, &task_id, 0).await;
+    assert_eq!(deduped(&receiver.hits()), want);
+    let news = |event: &str| {
+        want.iter()
+            .any(|(_, b)| b["statusUpdate"]["metadata"]["looopy"]["event"] == event)
+    };
+    assert!(news("subtask-created"), "{want:#?}");
+    assert!(news("subtask-complete"), "{want:#?}");
+    assert!(
+        want.iter().any(|(_, b)| {
+            b["statusUpdate"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+                && b["statusUpdate"]["status"]["message"]["parts"][0]["text"] == "Which city?"
+        }),
+        "{want:#?}"
+    );
+    // Every notification is about the parent task.
+    assert!(want.iter().all(|(id, _)| id.starts_with(&task_id)));
 }

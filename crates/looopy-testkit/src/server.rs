@@ -61,6 +61,15 @@ impl TestServer {
             ToolRegistry::builtin(),
             AgentConfig::default(),
         );
+        Self::with_agent(dir, agent, tweak).await
+    }
+
+    /// A server for `agent` (whose store lives in `dir`, kept as long as the server).
+    pub async fn with_agent(
+        dir: tempfile::TempDir,
+        agent: Agent,
+        tweak: impl FnOnce(&mut ServerConfig),
+    ) -> Self {
         let mut config = ServerConfig {
             addr: "127.0.0.1:0".parse().unwrap(),
             ..ServerConfig::default()

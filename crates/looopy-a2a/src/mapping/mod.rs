@@ -63,6 +63,8 @@ pub struct MappingState {
     open_artifacts: Vec<(String, Closing)>,
     /// Sub-agents' names by their child task id (from `subtask-created`).
     subtask_names: HashMap<String, String>,
+    /// The descendant whose question the announced interrupted state is, if any.
+    asking_child: Option<String>,
 }
 
 /// The empty part that closes an open artifact: the same kind of part as its chunks, so a
@@ -88,6 +90,7 @@ impl MappingState {
             answer_closed: false,
             open_artifacts: Vec::new(),
             subtask_names: HashMap::new(),
+            asking_child: None,
         }
     }
 
@@ -113,6 +116,7 @@ impl MappingState {
             // from its first chunk (see `http::snapshot`), which opens it here again.
             open_artifacts: Vec::new(),
             subtask_names: HashMap::new(),
+            asking_child: None,
         }
     }
 
@@ -202,34 +206,14 @@ pub fn to_v1(event: &Event, state: &mut MappingState) -> Vec<v1::StreamResponse>
             out.push(ctx.answer_chunk(&d.delta, first, !first, false));
         }
         EventPayload::InputRequired(r) => {
-            let message = ctx.agent_message(vec![
-                v1::Part::text(&r.prompt),
-                v1::Part::data(request_details(r)),
-            ]);
-            let message = with_metadata(message, &r.metadata);
-            announce(
-                &ctx,
-                state,
-                v1::TaskState::InputRequired,
-                Some(message),
-                None,
-                &mut out,
-            );
+            state.asking_child = None;
+            let asked = (r.prompt.as_str(), request_details(r), &r.metadata);
+            question(&ctx, state, v1::TaskState::InputRequired, asked, &mut out);
         }
         EventPayload::AuthRequired(r) => {
-            let message = ctx.agent_message(vec![
-                v1::Part::text(&r.prompt),
-                v1::Part::data(request_details(r)),
-            ]);
-            let message = with_metadata(message, &r.metadata);
-            announce(
-                &ctx,
-                state,
-                v1::TaskState::AuthRequired,
-                Some(message),
-                None,
-                &mut out,
-            );
+            state.asking_child = None;
+            let asked = (r.prompt.as_str(), request_details(r), &r.metadata);
+            question(&ctx, state, v1::TaskState::AuthRequired, asked, &mut out);
         }
         EventPayload::FileWrite(f) => {
             let closing = match f.encoding {
@@ -291,6 +275,20 @@ fn on_status(
     let message = text.map(|t| ctx.agent_message(vec![v1::Part::text(t)]));
     let metadata = (!metadata.is_empty()).then_some(metadata);
     announce(ctx, state, mapped, message, metadata, out);
+}
+
+/// The interrupted state `interrupted` for a question: its prompt as text, the request's
+/// details as data, its metadata on the message.
+fn question(
+    ctx: &Ctx<'_>,
+    state: &mut MappingState,
+    interrupted: v1::TaskState,
+    (prompt, details, metadata): (&str, Value, &Metadata),
+    out: &mut Vec<v1::StreamResponse>,
+) {
+    let message = ctx.agent_message(vec![v1::Part::text(prompt), v1::Part::data(details)]);
+    let message = with_metadata(message, metadata);
+    announce(ctx, state, interrupted, Some(message), None, out);
 }
 
 /// Emits a status update, closing the answer first when the state is terminal.

@@ -6,7 +6,7 @@
 //! |---|---|
 //! | `subtask-created` (the parent's, or a descendant's) | `statusUpdate` `WORKING`, message `Delegating to <agent>: <prompt>`, `metadata.looopy = {"event": "subtask-created", "subtaskId", "parentTaskId", "agentId", "toolCallId", "remoteTaskId"}` |
 //! | a descendant's `input-required` / `auth-required` | `statusUpdate` `INPUT_REQUIRED` / `AUTH_REQUIRED` of the parent with the child's prompt and request; the message's metadata adds `subtaskId` and `agentId`. A follow-up message to the parent answers it (routed to the child) |
-//! | a descendant's `task-complete` | `statusUpdate` `WORKING`, message `<agent> completed` (`failed`, `canceled`), `metadata.looopy = {"event": "subtask-complete", "subtaskId", "agentId", "status"}` — not while the parent shows an interrupted state |
+//! | a descendant's `task-complete` | `statusUpdate` `WORKING`, message `<agent> completed` (`failed`, `canceled`), `metadata.looopy = {"event": "subtask-complete", "subtaskId", "agentId", "status"}` — not while the parent shows another child's question |
 //! | the parent's `waiting-subtask` | `WORKING` (as before) — unless a child's question made it `INPUT_REQUIRED`, which stays |
 //! | a descendant's content, thoughts, tools, artifacts, usage | nothing: the child's answer reaches the client through the parent's answer |
 
@@ -14,7 +14,7 @@ use looopy_protocol::event::{SubtaskCreated, TaskComplete};
 use looopy_protocol::{Event, EventPayload, Metadata};
 use serde_json::{Value, json};
 
-use super::{Ctx, MappingState, announce, request_details, with_metadata};
+use super::{Ctx, MappingState, announce, question, request_details};
 use crate::v1;
 
 /// The parent's status update for a `subtask-created` of it or of a descendant.
@@ -112,16 +112,9 @@ fn ask(
     state: &mut MappingState,
     out: &mut Vec<v1::StreamResponse>,
 ) {
-    let message = ctx.agent_message(vec![v1::Part::text(prompt), v1::Part::data(details)]);
     let metadata = child_metadata(metadata, &event.task_id, agent);
-    announce(
-        ctx,
-        state,
-        interrupted,
-        Some(with_metadata(message, &metadata)),
-        None,
-        out,
-    );
+    state.asking_child = Some(event.task_id.clone());
+    question(ctx, state, interrupted, (prompt, details, &metadata), out);
 }
 
 fn completed(
@@ -132,8 +125,14 @@ fn completed(
     state: &mut MappingState,
     out: &mut Vec<v1::StreamResponse>,
 ) {
-    if state.last_state.is_some_and(v1::TaskState::is_interrupted) {
+    // While another child's question stands, a sibling's end is not news enough to
+    // replace it; the asking child's own end is (the parent works again).
+    let asking = state.asking_child.as_deref() == Some(event.task_id.as_str());
+    if state.last_state.is_some_and(v1::TaskState::is_interrupted) && !asking {
         return;
+    }
+    if asking {
+        state.asking_child = None;
     }
     let message = ctx.agent_message(vec![v1::Part::text(format!(
         "{agent} {}",

@@ -84,11 +84,13 @@ async fn follow(
                 Some(Ok(event)) => event,
             };
             read = event.seq;
-            if event.task_id != config.task_id {
+            let own = event.task_id == config.task_id;
+            // A sub-agent's (descendant's) events become news of this task (see the mapping).
+            if !own && !event.path.contains(&config.task_id) {
                 continue;
             }
             let items = to_v1(&event, &mut mapping);
-            let last = ends_notifications(&event.payload);
+            let last = own && ends_notifications(&event.payload);
             if event.seq > cursor && !items.is_empty() {
                 // A deleted config gets nothing more, even after a long pause.
                 still_configured(inner, config).await?;
