@@ -114,6 +114,18 @@ mod tests {
     }
 
     #[test]
+    fn peer_tokens_follow_the_same_rules_and_name_their_own_flag() {
+        assert_eq!(
+            resolve_peer_tokens(vec![], env("p1, p2")).unwrap(),
+            ["p1", "p2"]
+        );
+        let err = resolve_peer_tokens(vec![String::new()], None).unwrap_err();
+        assert!(err.contains("--peer-token"), "{err}");
+        let err = resolve_peer_tokens(vec![], env("a,,b")).unwrap_err();
+        assert!(err.contains(PEER_TOKENS_ENV), "{err}");
+    }
+
+    #[test]
     fn empty_tokens_are_errors_wherever_they_come_from() {
         assert!(resolve_tokens(vec![String::new()], None).is_err());
         assert!(resolve_tokens(vec!["a".into(), String::new()], None).is_err());

@@ -115,14 +115,23 @@ impl std::fmt::Debug for LocalAgent {
     }
 }
 
-/// A sub-agent reached over A2A.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// A sub-agent reached over A2A. `Debug` never shows the token.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RemoteAgent {
     /// Its agent card's base URL.
     pub url: String,
     /// A bearer token for it (never logged or put in events).
     #[serde(default, skip_serializing)]
     pub token: Option<String>,
+}
+
+impl std::fmt::Debug for RemoteAgent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteAgent")
+            .field("url", &self.url)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
 }
 
 impl SubAgentSpec {
@@ -450,5 +459,18 @@ impl Ancestors {
             _registered: registered,
             _watch: watch,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_remote_agents_token_is_never_in_its_debug_output() {
+        let spec = SubAgentSpec::remote("far", "Far away.", "http://far", Some("s3cret".into()));
+        let shown = format!("{spec:?}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert!(shown.contains("<redacted>"), "{shown}");
     }
 }
