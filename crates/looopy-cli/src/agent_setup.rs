@@ -42,6 +42,9 @@ pub struct FileConfig {
     /// Sub-agents (`[[agents]]` tables): each is a tool to the model, run as a child task.
     #[serde(default)]
     pub agents: Vec<AgentEntry>,
+    /// MCP servers (`[[mcp]]` tables): their tools become the agent's, as `NAME__TOOL`.
+    #[serde(default)]
+    pub mcp: Vec<looopy_mcp::McpServerSpec>,
 }
 
 /// One `[[agents]]` table: a local sub-agent (`instructions`, `tools`, `model`, `provider`,
@@ -248,8 +251,9 @@ pub async fn build(args: &AgentArgs) -> Result<(Agent, ProviderKind)> {
                 .context(format!("opening database {}", resolved.db.display())));
         }
     };
-    let tools = tools(args, &resolved.db)?;
+    let mut tools = tools(args, &resolved.db)?;
     let file = load_file_config(args.config.as_deref())?;
+    tools.merge(mcp_tools(&file, args).await?);
     let mut sub_agents = sub_agents(&file, args)?;
     if sub_agents.is_empty() && resolved.provider_kind == ProviderKind::Scripted {
         // The offline demo: "research X" delegates to the built-in researcher.
@@ -347,6 +351,24 @@ fn tools(args: &AgentArgs, db: &Path) -> Result<ToolRegistry> {
         .allow_shell(args.allow_shell);
     tracing::info!(workspace = %workspace.root().display(), shell = args.allow_shell, "workspace tools on");
     Ok(registry.with_workspace(workspace))
+}
+
+/// The tools of the MCP servers of the config file and `--mcp`. A server that cannot be
+/// started is reported once (a warning on stderr) and left out; a declaration that cannot
+/// work is an error.
+async fn mcp_tools(file: &FileConfig, args: &AgentArgs) -> Result<ToolRegistry> {
+    let mut specs = file.mcp.clone();
+    for value in &args.mcp {
+        specs.push(looopy_mcp::McpServerSpec::parse_cli(value)?);
+    }
+    for spec in &specs {
+        spec.validate()?;
+    }
+    if specs.is_empty() {
+        return Ok(ToolRegistry::new());
+    }
+    // A server that cannot start is logged (a warning) by `connect`, once.
+    Ok(looopy_mcp::McpTools::connect(specs).await.registry())
 }
 
 /// The database cannot be used: another process writes it (one writer per database), or it

@@ -115,6 +115,11 @@ pub struct AgentArgs {
     /// directory, not a sandbox). Needs --workspace.
     #[arg(long, requires = "workspace")]
     pub allow_shell: bool,
+    /// An MCP server whose tools the agent gets (as `NAME__TOOL`), repeatable:
+    /// `NAME=COMMAND [ARGS...]` (stdio) or `NAME=URL` (streamable HTTP). Added to the
+    /// config file's `[[mcp]]` servers.
+    #[arg(long = "mcp", value_name = "NAME=COMMAND|URL")]
+    pub mcp: Vec<String>,
 }
 
 #[derive(Debug, Args)]

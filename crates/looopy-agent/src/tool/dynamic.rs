@@ -23,6 +23,11 @@ pub trait DynTool: Send + Sync {
     fn parameters(&self) -> Value;
     /// Runs the tool with already-validated JSON arguments.
     fn call_json<'a>(&'a self, args: Value, ctx: ToolContext) -> ToolFuture<'a>;
+    /// What `tool-start` says about the tool besides its name (where it comes from, e.g.
+    /// `{"provider": "mcp", "server": "docs"}`). None by default.
+    fn metadata(&self) -> looopy_protocol::Metadata {
+        looopy_protocol::Metadata::new()
+    }
 }
 
 /// Adapts a typed [`Tool`] to [`DynTool`], with its schema generated once.

@@ -144,12 +144,17 @@ impl ToolRunner {
             }))
             .await?;
         if inv.announce {
+            let metadata = self
+                .registry
+                .entry(&call.name)
+                .map(|e| e.tool.metadata())
+                .unwrap_or_default();
             self.emitter
                 .emit(EventPayload::ToolStart(ToolStart {
                     tool_call_id: call.id.clone(),
                     tool_name: call.name.clone(),
                     arguments: inv.spec.shown_arguments.clone(),
-                    metadata: Metadata::new(),
+                    metadata,
                 }))
                 .await?;
         }

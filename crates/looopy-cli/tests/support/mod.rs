@@ -158,3 +158,22 @@ pub async fn context_events(
         .map(move |chunk| decoder.push(&chunk.unwrap_or_default()))
         .flat_map(futures::stream::iter)
 }
+
+/// `looopy ARGS` in `dir` with the offline model and a database there, no stdin: its
+/// output once it exits.
+pub fn run_offline(dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_looopy"))
+        .args(args)
+        .current_dir(dir)
+        .env("LOOOPY_DB", dir.join("l.db"))
+        .env("HOME", dir)
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("LOOOPY_PROVIDER")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .expect("run looopy")
+}
