@@ -4,23 +4,10 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 fn looopy(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_looopy"))
-        .args(args)
-        .current_dir(dir)
-        .env("LOOOPY_DB", dir.join("l.db"))
-        .env("HOME", dir)
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("OPENAI_BASE_URL")
-        .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("LOOOPY_PROVIDER")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output()
-        .expect("run looopy")
+    support::run_offline(dir, args)
 }
 
 /// Writes `poem.txt`, tries to write outside the workspace, reads the poem back, and

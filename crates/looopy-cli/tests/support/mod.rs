@@ -171,6 +171,7 @@ pub fn run_offline(dir: &Path, args: &[&str]) -> std::process::Output {
         .env_remove("OPENAI_BASE_URL")
         .env_remove("ANTHROPIC_API_KEY")
         .env_remove("LOOOPY_PROVIDER")
+        .env_remove("LOOOPY_TOKEN")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
