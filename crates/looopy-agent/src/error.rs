@@ -62,6 +62,14 @@ pub enum AgentError {
     /// Saved resume state could not be read, or a turn's task died unexpectedly.
     #[error("internal error: {0}")]
     Internal(String),
+    /// An authorization answer was refused: malformed credentials, an unknown or forged
+    /// OAuth `state`, or an answer that is not the user's. No token request was made.
+    #[error("authorization refused: {0}")]
+    AuthRefused(String),
+    /// The authorization server refused the code or could not be reached; the task still
+    /// waits (the user may authorize again).
+    #[error("authorization failed: {0}")]
+    AuthFailed(String),
     /// The agent could not be assembled (e.g. no provider given to the builder).
     #[error("invalid agent configuration: {0}")]
     Config(String),
@@ -102,6 +110,8 @@ impl AgentError {
             Self::NotRunning { .. } => "not_running",
             Self::InvalidId { .. } => "invalid_id",
             Self::Forbidden(_) => "forbidden",
+            Self::AuthRefused(_) => "auth_refused",
+            Self::AuthFailed(_) => "auth_failed",
             Self::StorageUnavailable(_) => STORAGE_UNAVAILABLE.as_str(),
             Self::Store(e) if e.is_storage_failure() => STORAGE_UNAVAILABLE.as_str(),
             Self::Store(_) => STORE_ERROR.as_str(),
@@ -120,7 +130,8 @@ impl AgentError {
             | Self::NotRunning { .. } => 409,
             Self::NotFound(_) => 404,
             Self::QueueFull { .. } => 429,
-            Self::InvalidInput(_) | Self::InvalidId { .. } => 400,
+            Self::InvalidInput(_) | Self::InvalidId { .. } | Self::AuthRefused(_) => 400,
+            Self::AuthFailed(_) => 502,
             Self::Forbidden(_) => 403,
             Self::StorageUnavailable(_) => 503,
             Self::Store(e) if e.is_storage_failure() => 503,

@@ -70,6 +70,7 @@
 
 mod agent;
 mod config;
+mod credentials;
 mod emit;
 mod error;
 mod history;
@@ -79,12 +80,15 @@ pub mod tool;
 mod turn;
 
 pub use agent::{
-    Agent, AgentBuilder, ContextQueue, InputSource, PendingInputView, QueuedTurn, Recovered,
+    Agent, AgentBuilder, ContextQueue, InputSource, PendingAuthView, PendingInputView, QueuedTurn,
+    Recovered,
     TurnFollower, TurnHandle, belongs_to, settles,
 };
 pub use config::{AgentConfig, ToolProtocol};
 pub use error::AgentError;
 pub use telemetry::metric;
+/// Credentials: requests, OAuth, the sealed store (re-exported so embedders need one crate).
+pub use looopy_auth as auth;
 
 /// Turns an `async fn` with a doc comment and typed parameters into a [`tool::Tool`].
 ///

@@ -197,8 +197,11 @@ impl From<AgentError> for ApiError {
                 error.code(),
                 error.to_string(),
             ),
-            AgentError::InvalidInput(_) | AgentError::InvalidId { .. } => {
-                Self::bad_request(error.code(), error.to_string())
+            AgentError::InvalidInput(_)
+            | AgentError::InvalidId { .. }
+            | AgentError::AuthRefused(_) => Self::bad_request(error.code(), error.to_string()),
+            AgentError::AuthFailed(_) => {
+                Self::new(StatusCode::BAD_GATEWAY, error.code(), error.to_string())
             }
             AgentError::StorageUnavailable(_) => Self::storage_unavailable(&error),
             AgentError::Store(ref e) if e.is_storage_failure() => Self::storage_unavailable(&error),

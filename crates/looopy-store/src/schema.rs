@@ -141,6 +141,17 @@ const MIGRATIONS: &[&str] = &[
     ) WITHOUT ROWID;
     CREATE INDEX push_configs_pending ON push_configs(done, created_at);
     "#,
+    // v4: credentials users gave tools (API keys, OAuth tokens), per principal and
+    // provider, sealed by the layer above (an AEAD): the store only ever sees ciphertext.
+    r#"
+    CREATE TABLE sealed_secrets (
+        principal  TEXT NOT NULL,
+        provider   TEXT NOT NULL,
+        sealed     BLOB NOT NULL,
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (principal, provider)
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 /// The schema version this build writes.

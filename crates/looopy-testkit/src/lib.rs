@@ -4,6 +4,7 @@
 //! * `wait` — bounded waits, so a bug fails a test instead of hanging it (feature `wait`);
 //! * `redact` — event normalisers for insta snapshots (feature `redact`);
 //! * `sse` — an SSE client that decodes a response with the WHATWG decoder (feature `sse`);
+//! * `oauth` — a loopback OAuth 2.1 authorization server (feature `oauth`);
 //! * `server` — a real server on a loopback socket with a real SQLite store and the scripted
 //!   model (feature `server`).
 //!
@@ -12,6 +13,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod chunks;
+#[cfg(feature = "oauth")]
+pub mod oauth;
 #[cfg(feature = "redact")]
 pub mod redact;
 #[cfg(feature = "server")]

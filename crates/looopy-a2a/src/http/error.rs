@@ -116,7 +116,7 @@ fn agent_error(error: AgentError) -> RpcError {
             format!("context {context_id} not found"),
         )
         .into(),
-        AgentError::InvalidInput(_) | AgentError::InvalidId { .. } => {
+        AgentError::InvalidInput(_) | AgentError::InvalidId { .. } | AgentError::AuthRefused(_) => {
             RpcError::invalid_params(error)
         }
         AgentError::Busy { .. }

@@ -29,6 +29,7 @@ pub struct AgentBuilder {
     sub_agents: Vec<SubAgentSpec>,
     max_depth: Option<usize>,
     remote: Option<Arc<dyn RemoteDriver>>,
+    credentials: Option<Arc<dyn looopy_auth::CredentialStore>>,
 }
 
 impl std::fmt::Debug for AgentBuilder {
@@ -134,6 +135,15 @@ impl AgentBuilder {
         self
     }
 
+    /// Keeps the credentials users give tools in `store` (per principal and provider).
+    /// Without it they live in memory only, lost on restart; use
+    /// [`SealedCredentials`](looopy_auth::SealedCredentials) to keep them in the database,
+    /// encrypted.
+    pub fn credentials(mut self, store: Arc<dyn looopy_auth::CredentialStore>) -> Self {
+        self.credentials = Some(store);
+        self
+    }
+
     /// The agent's settings.
     pub fn config(mut self, config: AgentConfig) -> Self {
         self.config = Some(config);
@@ -165,6 +175,9 @@ impl AgentBuilder {
         let mut agent = Agent::new(provider, store, self.tools, config);
         agent.shared.delegates = team.names().into();
         agent.shared.team = Arc::new(team);
+        if let Some(store) = self.credentials {
+            agent.shared.auth = Arc::new(crate::credentials::AuthHub::new(store));
+        }
         Ok(agent)
     }
 }

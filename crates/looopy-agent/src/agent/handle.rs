@@ -155,6 +155,9 @@ impl Agent {
                 Work::Resume(pending, value, metadata) => {
                     turn.resume(*pending, value, metadata).await
                 }
+                Work::Authorized(pending, user_id, metadata) => {
+                    turn.resume_auth(*pending, user_id, metadata).await
+                }
             };
             let outcome = agent.end_run(&mut turn, result).await;
             // A sub-agent's child that finished: its parents go on, in this run.

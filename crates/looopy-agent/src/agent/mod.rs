@@ -2,6 +2,7 @@
 //! its events written to the durable event log — the one place the CLI and server read.
 
 mod active;
+mod auth;
 mod builder;
 mod delegation;
 mod follow;
@@ -25,6 +26,7 @@ pub use builder::AgentBuilder;
 pub use delegation::InputSource;
 pub use follow::{belongs_to, settles};
 pub use handle::{TurnFollower, TurnHandle};
+pub use auth::PendingAuthView;
 pub use pending_input::PendingInputView;
 pub use queue::{ContextQueue, QueuedTurn};
 pub use recovery::Recovered;
@@ -60,6 +62,9 @@ enum Work {
     Start,
     /// The paused turn, the answer, and the `input-received` event's metadata.
     Resume(Box<PendingTurn>, Value, Metadata),
+    /// The paused turn once its credential is kept, with the `auth-completed` event's
+    /// user id and metadata.
+    Authorized(Box<PendingTurn>, String, Metadata),
 }
 
 impl Agent {
@@ -170,7 +175,7 @@ impl Agent {
         if let Some(waiting) = store
             .active_task(context_id)
             .await?
-            .filter(|t| t.state == TaskState::WaitingInput)
+            .filter(|t| t.state.is_interrupted())
         {
             let input_id = waiting
                 .pending

@@ -373,6 +373,7 @@ impl Team {
             team: Arc::clone(&caller.team),
             agent_path: path.into(),
             delegates: Arc::clone(&local.delegates),
+            auth: Arc::clone(&caller.auth),
         })
     }
 

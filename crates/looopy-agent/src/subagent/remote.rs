@@ -256,6 +256,7 @@ async fn settle(
                     input_id: looopy_protocol::ids::new_id("input"),
                     // Authentication is always the user's to give.
                     request: InputRequest::clarification(prompt).require_user(auth),
+                    auth: None,
                 },
                 child: Some(ChildState {
                     agent: name.to_owned(),

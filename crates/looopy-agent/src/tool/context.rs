@@ -1,5 +1,6 @@
 //! What a running tool can see and do besides its arguments: its call id, a cancellation
-//! signal, a progress reporter, the input-request flow and the artifact API.
+//! signal, a progress reporter, the input-request and authorization flows, the caller's
+//! credentials and the artifact API.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -9,6 +10,8 @@ use looopy_protocol::event::InputType;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
+
+use looopy_auth::{AuthRequest, Credential};
 
 use super::ToolFailure;
 use super::artifacts::{ArtifactError, ArtifactInfo, ArtifactSink, DatasetWriter, FileWriter};
@@ -89,6 +92,8 @@ pub struct ToolContext {
     input_request: Arc<Mutex<Option<InputRequest>>>,
     artifacts: Option<Arc<dyn ArtifactSink>>,
     context_id: Option<Arc<str>>,
+    auth_request: Arc<Mutex<Option<AuthRequest>>>,
+    credentials: Option<crate::credentials::CredentialAccess>,
 }
 
 impl std::fmt::Debug for ToolContext {
@@ -113,7 +118,56 @@ impl ToolContext {
             input_request: Arc::new(Mutex::new(None)),
             artifacts: None,
             context_id: None,
+            auth_request: Arc::new(Mutex::new(None)),
+            credentials: None,
         }
+    }
+
+    /// Gives the call the credentials of the principal it runs for (the agent sets it).
+    pub(crate) fn with_credentials(mut self, access: crate::credentials::CredentialAccess) -> Self {
+        self.credentials = Some(access);
+        self
+    }
+
+    /// The principal the call runs for: the owner of its conversation (`None` when
+    /// authentication is off, or for a context built by hand). Per-principal state (MCP
+    /// sessions, credentials) is keyed by it.
+    pub fn principal(&self) -> Option<&str> {
+        self.credentials.as_ref().and_then(|c| c.principal())
+    }
+
+    /// The credential the principal gave for `provider`, if any and still valid: an
+    /// expired OAuth token is refreshed first (and kept); one that cannot be refreshed
+    /// reads as absent, so the tool asks again with [`require_auth`](Self::require_auth).
+    pub async fn credential(&self, provider: &str) -> Option<Credential> {
+        self.credentials.as_ref()?.get(provider).await
+    }
+
+    /// Forgets the principal's credential for `provider` — e.g. after the service refused
+    /// it — so the next [`require_auth`](Self::require_auth) asks the user again.
+    pub async fn forget_credential(&self, provider: &str) {
+        if let Some(access) = &self.credentials {
+            access.forget(provider).await;
+        }
+    }
+
+    /// Asks the user for a credential: records the request and returns the failure to
+    /// return from the tool (`Err(ctx.require_auth(req))`). The turn pauses in
+    /// `waiting-auth` with an `auth-required` event; once the user has provided it, the call
+    /// runs again and [`credential`](Self::credential) finds it.
+    pub fn require_auth(&self, request: AuthRequest) -> ToolFailure {
+        if let Ok(mut slot) = self.auth_request.lock() {
+            *slot = Some(request.clone());
+        }
+        ToolFailure::NeedsAuth(request)
+    }
+
+    /// The request recorded by [`require_auth`](Self::require_auth), if any.
+    pub(crate) fn take_auth_request(&self) -> Option<AuthRequest> {
+        self.auth_request
+            .lock()
+            .ok()
+            .and_then(|mut slot| slot.take())
     }
 
     /// Sends artifacts to `sink` (without one, artifact events are dropped).

@@ -82,9 +82,10 @@ where
     match result {
         Ok(output) => serde_json::to_value(output)
             .map_err(|e| ToolFailure::Failed(format!("result is not valid JSON: {e}"))),
-        Err(error) => Err(match ctx.take_input_request() {
-            Some(request) => ToolFailure::NeedsInput(request),
-            None => match (&error as &dyn Any).downcast_ref::<ToolFailure>() {
+        Err(error) => Err(match (ctx.take_auth_request(), ctx.take_input_request()) {
+            (Some(request), _) => ToolFailure::NeedsAuth(request),
+            (None, Some(request)) => ToolFailure::NeedsInput(request),
+            (None, None) => match (&error as &dyn Any).downcast_ref::<ToolFailure>() {
                 Some(failure) => failure.clone(),
                 None => ToolFailure::Failed(error.to_string()),
             },

@@ -55,6 +55,8 @@ pub(crate) enum ToolOutcome {
     Error(String),
     /// The tool asked for input; the turn pauses.
     NeedsInput(InputRequest),
+    /// The tool asked for a credential; the turn pauses (`waiting-auth`).
+    NeedsAuth(looopy_auth::AuthRequest),
     /// The turn was cancelled before the call finished.
     Canceled,
     /// A sub-agent call whose child task (this id) paused: the call waits for the child,
@@ -74,7 +76,7 @@ impl ToolOutcome {
             Self::Success(v) => (v.to_string(), false),
             Self::Error(e) => (e.clone(), true),
             Self::Canceled => (CANCELED_RESULT.to_string(), true),
-            Self::NeedsInput(_) | Self::Delegated(_) => return None,
+            Self::NeedsInput(_) | Self::NeedsAuth(_) | Self::Delegated(_) => return None,
         };
         Some(Message::tool_result(
             &call.id, &call.name, content, is_error,
@@ -95,6 +97,11 @@ pub(crate) struct ToolRunner {
     pub(crate) span: tracing::Span,
     /// The sub-agents the turn's agent may call (`None`: none).
     pub(crate) delegation: Option<crate::subagent::Delegation>,
+    /// Credentials of the principal the turn runs for.
+    pub(crate) auth: Arc<crate::credentials::AuthHub>,
+    /// The owner of the turn's context (the principal), read once on the first call.
+    pub(crate) owner: Arc<tokio::sync::OnceCell<Option<String>>>,
+    pub(crate) store: looopy_store::Store,
 }
 
 /// How one call is to be made.
@@ -191,6 +198,7 @@ impl ToolRunner {
             ToolOutcome::Success(_) => "success",
             ToolOutcome::Error(_) => "error",
             ToolOutcome::NeedsInput(_) => "input_required",
+            ToolOutcome::NeedsAuth(_) => "auth_required",
             ToolOutcome::Delegated(_) => "waiting_subtask",
             ToolOutcome::Canceled => "canceled",
         };
@@ -202,7 +210,7 @@ impl ToolRunner {
         drop(permit);
         if !matches!(
             outcome,
-            ToolOutcome::NeedsInput(_) | ToolOutcome::Delegated(_)
+            ToolOutcome::NeedsInput(_) | ToolOutcome::NeedsAuth(_) | ToolOutcome::Delegated(_)
         ) {
             self.complete(call, &outcome, inv.iteration, started.elapsed())
                 .await?;
@@ -222,9 +230,10 @@ impl ToolRunner {
         let (success, result, error) = match outcome {
             ToolOutcome::Success(v) => (true, Some(v.clone()), None),
             ToolOutcome::Error(e) => (false, None, Some(e.clone())),
-            ToolOutcome::Canceled | ToolOutcome::NeedsInput(_) | ToolOutcome::Delegated(_) => {
-                (false, None, Some(CANCELED_RESULT.to_string()))
-            }
+            ToolOutcome::Canceled
+            | ToolOutcome::NeedsInput(_)
+            | ToolOutcome::NeedsAuth(_)
+            | ToolOutcome::Delegated(_) => (false, None, Some(CANCELED_RESULT.to_string())),
         };
         let mut metadata = Metadata::new();
         metadata.insert("duration".into(), Value::from(duration_ms));
@@ -250,6 +259,24 @@ impl ToolRunner {
         Ok(())
     }
 
+    /// The principal the turn runs for: its context's owner (`None` when authentication
+    /// is off, or when the store cannot say — credentials are then the anonymous ones).
+    pub(crate) async fn owner(&self) -> Option<String> {
+        let context_id = self.emitter.context_id().to_owned();
+        self.owner
+            .get_or_init(|| async {
+                match self.store.get_context(&context_id).await {
+                    Ok(context) => context.and_then(|c| c.owner),
+                    Err(error) => {
+                        tracing::warn!(%error, "context owner not read; using no principal");
+                        None
+                    }
+                }
+            })
+            .await
+            .clone()
+    }
+
     /// Validates and calls the tool; never fails.
     async fn execute(&self, inv: &Invocation) -> ToolOutcome {
         let call = &inv.spec.call;
@@ -257,9 +284,9 @@ impl ToolRunner {
             return ToolOutcome::Error(error.clone());
         }
         let Some(entry) = self.registry.entry(&call.name) else {
-            let mut available: Vec<&str> = self.registry.names().collect();
+            let mut available: Vec<String> = self.registry.names().collect();
             if let Some(delegation) = &self.delegation {
-                available.extend(delegation.names());
+                available.extend(delegation.names().map(str::to_owned));
             }
             return ToolOutcome::Error(format!(
                 "unknown tool {:?}; available tools: {}",
@@ -288,6 +315,11 @@ impl ToolRunner {
         if let Some(value) = &inv.provided_input {
             ctx = ctx.with_provided_input(value.clone());
         }
+        let owner = self.owner().await;
+        ctx = ctx.with_credentials(crate::credentials::CredentialAccess::new(
+            Arc::clone(&self.auth),
+            owner.as_deref(),
+        ));
         let tool = Arc::clone(&entry.tool);
         let args = call.arguments.clone();
         // The tool's own task runs inside its call's span, so what it logs or traces nests
@@ -313,6 +345,7 @@ impl ToolRunner {
             Some(Ok(Ok(Ok(value)))) => ToolOutcome::Success(value),
             Some(Ok(Ok(Err(failure)))) => match failure {
                 ToolFailure::NeedsInput(request) => ToolOutcome::NeedsInput(request),
+                ToolFailure::NeedsAuth(request) => ToolOutcome::NeedsAuth(request),
                 ToolFailure::InvalidArguments(e) => {
                     ToolOutcome::Error(format!("invalid arguments for {}: {e}", call.name))
                 }

@@ -63,6 +63,7 @@ impl Turn {
             // Not waiting for it (answered already): nothing changes.
             return Ok(match self.record.state {
                 TaskState::WaitingInput => TurnEnd::WaitingInput,
+                TaskState::WaitingAuth => TurnEnd::WaitingAuth,
                 _ => TurnEnd::WaitingSubtask,
             });
         };
@@ -100,7 +101,11 @@ impl Turn {
                 self.record.pending = Some(pending.to_value());
                 self.record.updated_at = chrono::Utc::now();
                 self.shared.store.put_task(&self.record).await?;
-                return Ok(TurnEnd::WaitingInput);
+                return Ok(if pending.input.auth.is_some() {
+                    TurnEnd::WaitingAuth
+                } else {
+                    TurnEnd::WaitingInput
+                });
             }
             return self.wait_for_subtask(pending).await;
         }

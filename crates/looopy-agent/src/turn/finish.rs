@@ -17,6 +17,8 @@ pub(crate) enum TurnEnd {
     Canceled,
     /// Paused for input; the record holds the resume state.
     WaitingInput,
+    /// Paused for a credential; the record holds the resume state.
+    WaitingAuth,
     /// Paused until a sub-agent's child task (itself paused) has finished; the record
     /// holds the resume state.
     WaitingSubtask,
@@ -29,6 +31,7 @@ impl TurnEnd {
             Self::Failed(_) => TaskState::Failed,
             Self::Canceled => TaskState::Canceled,
             Self::WaitingInput => TaskState::WaitingInput,
+            Self::WaitingAuth => TaskState::WaitingAuth,
             Self::WaitingSubtask => TaskState::WaitingSubtask,
         }
     }
@@ -50,7 +53,10 @@ impl Turn {
         let (content, error) = match end {
             TurnEnd::Completed(text) => (Some(text), None),
             TurnEnd::Failed(error) => (None, Some(error)),
-            TurnEnd::Canceled | TurnEnd::WaitingInput | TurnEnd::WaitingSubtask => (None, None),
+            TurnEnd::Canceled
+            | TurnEnd::WaitingInput
+            | TurnEnd::WaitingAuth
+            | TurnEnd::WaitingSubtask => (None, None),
         };
         self.record.state = state;
         self.record.result = content.clone();

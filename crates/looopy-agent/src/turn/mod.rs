@@ -9,6 +9,7 @@
 //! not finish get a `canceled` error result). A batch paused for input is held in the task
 //! record, not in the history, until it is complete.
 
+mod auth;
 mod delegate;
 mod finish;
 mod pending;
@@ -26,8 +27,11 @@ use looopy_store::{Store, StoreError, TaskRecord};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+pub(crate) use auth::STATE_SEPARATOR;
 pub(crate) use finish::TurnEnd;
-pub(crate) use pending::{Counters, PENDING_VERSION, PendingInput, PendingTurn};
+pub(crate) use pending::{
+    Ask, Counters, OAuthPending, PENDING_VERSION, PendingAuth, PendingInput, PendingTurn,
+};
 
 use crate::config::{AgentConfig, ToolProtocol};
 use crate::emit::Emitter;
@@ -55,6 +59,8 @@ pub(crate) struct Shared {
     pub(crate) agent_path: Arc<[String]>,
     /// The sub-agents this agent may call (the root: all of them).
     pub(crate) delegates: Arc<[String]>,
+    /// Where credentials are kept and OAuth flows return to (shared with sub-agents).
+    pub(crate) auth: Arc<crate::credentials::AuthHub>,
 }
 
 impl Shared {
@@ -74,6 +80,7 @@ impl Shared {
             team: Arc::default(),
             agent_path: Arc::from(Vec::new()),
             delegates: Arc::from(Vec::new()),
+            auth: Arc::default(),
         }
     }
 
@@ -159,6 +166,9 @@ impl Turn {
             running: Default::default(),
             span: span.clone(),
             delegation: crate::subagent::Delegation::of(&shared),
+            auth: Arc::clone(&shared.auth),
+            owner: Arc::default(),
+            store: shared.store.clone(),
         };
         emitter.stop_on(cancel.clone());
         let stored_count = stored.len();
@@ -299,7 +309,7 @@ impl Turn {
         let paused = calls.iter().any(|(_, outcome)| {
             matches!(
                 outcome,
-                ToolOutcome::NeedsInput(_) | ToolOutcome::Delegated(_)
+                ToolOutcome::NeedsInput(_) | ToolOutcome::NeedsAuth(_) | ToolOutcome::Delegated(_)
             )
         });
         if paused && matches!(end, StepEnd::Finished) && !self.cancel.is_cancelled() {
@@ -319,7 +329,7 @@ impl Turn {
         }
         for (spec, outcome) in &calls {
             let outcome = match outcome {
-                ToolOutcome::NeedsInput(_) => {
+                ToolOutcome::NeedsInput(_) | ToolOutcome::NeedsAuth(_) => {
                     // Started, asked for input, and the turn ended before pausing.
                     let canceled = ToolOutcome::Canceled;
                     self.runner
@@ -406,14 +416,18 @@ impl Turn {
         calls: Vec<(crate::tool::exec::CallSpec, ToolOutcome)>,
     ) -> Result<TurnEnd, StoreError> {
         let mut paused = Vec::new();
-        let mut request = None;
+        let mut ask = None;
         let mut pending_calls = Vec::with_capacity(calls.len());
         for (i, (spec, outcome)) in calls.into_iter().enumerate() {
             let mut subtask = None;
             match &outcome {
                 ToolOutcome::NeedsInput(r) => {
                     paused.push(i);
-                    request.get_or_insert_with(|| r.clone());
+                    ask.get_or_insert_with(|| Ask::Input(r.clone()));
+                }
+                ToolOutcome::NeedsAuth(r) => {
+                    paused.push(i);
+                    ask.get_or_insert_with(|| Ask::Auth(r.clone()));
                 }
                 ToolOutcome::Delegated(child) => {
                     paused.push(i);
@@ -428,8 +442,6 @@ impl Turn {
                 subtask,
             });
         }
-        let needs_input = request.is_some();
-        let request = request.unwrap_or_else(|| InputRequest::clarification(""));
         // The size limits span the whole turn, pauses included.
         (self.counters.events, self.counters.bytes) = self.emitter.counted().await;
         let pending = PendingTurn {
@@ -440,15 +452,34 @@ impl Turn {
             calls: pending_calls,
             paused,
             input: PendingInput {
-                input_id: looopy_protocol::ids::new_id("input"),
-                request,
+                input_id: String::new(),
+                request: InputRequest::clarification(""),
+                auth: None,
             },
             child: None,
         };
-        if needs_input {
-            self.wait_for_input(pending).await
-        } else {
-            self.wait_for_subtask(pending).await
+        match ask {
+            Some(ask) => self.wait_for(pending, ask).await,
+            None => self.wait_for_subtask(pending).await,
+        }
+    }
+
+    /// Pauses for what a call asked: input, or a credential.
+    pub(crate) async fn wait_for(
+        &mut self,
+        mut pending: PendingTurn,
+        ask: Ask,
+    ) -> Result<TurnEnd, StoreError> {
+        match ask {
+            Ask::Input(request) => {
+                pending.input = PendingInput {
+                    input_id: looopy_protocol::ids::new_id("input"),
+                    request,
+                    auth: None,
+                };
+                self.wait_for_input(pending).await
+            }
+            Ask::Auth(request) => self.wait_for_auth(pending, request).await,
         }
     }
 

@@ -70,12 +70,46 @@ pub(crate) struct PendingCall {
     pub(crate) subtask: Option<String>,
 }
 
-/// The open input request.
+/// The open question of the pause: an input request or, with `auth` set, an
+/// authorization request (then `input_id` is its `authId`, and `request` only carries
+/// its message).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct PendingInput {
     pub(crate) input_id: String,
     pub(crate) request: InputRequest,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) auth: Option<PendingAuth>,
+}
+
+/// An open authorization request: what the tool asked for, whose credential it will be,
+/// and — for an OAuth flow the agent runs — what the callback must match.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct PendingAuth {
+    pub(crate) request: looopy_auth::AuthRequest,
+    /// The principal the credential is kept for (the context's owner).
+    #[serde(default)]
+    pub(crate) principal: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) oauth: Option<OAuthPending>,
+}
+
+/// The half of an OAuth authorization-code flow kept server-side: the `state` the
+/// callback must bring back, the PKCE verifier, and the redirect URI the code is bound to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct OAuthPending {
+    pub(crate) state: String,
+    pub(crate) verifier: looopy_auth::Secret,
+    pub(crate) redirect_uri: String,
+}
+
+/// What a paused call asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Ask {
+    Input(InputRequest),
+    Auth(looopy_auth::AuthRequest),
 }
 
 impl PendingTurn {
@@ -184,6 +218,7 @@ mod tests {
             input: PendingInput {
                 input_id: "input-1".into(),
                 request: InputRequest::clarification("?"),
+                auth: None,
             },
             child: None,
         }

@@ -4,12 +4,12 @@
 //! `ToolContext::provided_input`; other calls of the batch that also asked for input are
 //! made again after it (and may pause the turn again); then the loop goes on.
 
-use looopy_protocol::event::{Initiator, InputReceived, TaskStatus};
-use looopy_protocol::{EventPayload, Metadata, TaskState};
+use looopy_protocol::event::{Initiator, InputReceived};
+use looopy_protocol::{EventPayload, Metadata};
 use looopy_store::StoreError;
 use serde_json::Value;
 
-use super::{PendingTurn, Turn, TurnEnd};
+use super::{Ask, PendingTurn, Turn, TurnEnd};
 use crate::InputSource;
 use crate::tool::exec::{Invocation, ToolOutcome};
 
@@ -17,7 +17,7 @@ impl Turn {
     /// Announces the answer, finishes the paused batch and continues the loop.
     pub(crate) async fn resume(
         &mut self,
-        mut pending: PendingTurn,
+        pending: PendingTurn,
         value: Value,
         metadata: Metadata,
     ) -> Result<TurnEnd, StoreError> {
@@ -40,23 +40,21 @@ impl Turn {
                 metadata,
             }))
             .await?;
-        self.record.state = TaskState::Working;
-        self.record.pending = None;
-        self.record.updated_at = chrono::Utc::now();
-        self.shared.store.put_task(&self.record).await?;
-        self.emitter
-            .emit(EventPayload::TaskStatus(TaskStatus {
-                status: TaskState::Working,
-                message: None,
-                error: None,
-                metadata: Metadata::new(),
-            }))
-            .await?;
+        self.mark_working().await?;
         if pending.child.as_ref().is_some_and(|c| c.remote.is_some()) {
             return self.resume_remote(pending, value).await;
         }
+        self.continue_paused(pending, Some(value)).await
+    }
 
-        let mut answer = Some(value);
+    /// Makes the paused calls again — the first with `answer` (an input's value; `None`
+    /// after an authorization) — finishes the batch and continues the loop, or pauses
+    /// again for the next question.
+    pub(crate) async fn continue_paused(
+        &mut self,
+        mut pending: PendingTurn,
+        mut answer: Option<Value>,
+    ) -> Result<TurnEnd, StoreError> {
         let mut still_paused = Vec::new();
         let mut next_request = None;
         for index in std::mem::take(&mut pending.paused) {
@@ -83,11 +81,16 @@ impl Turn {
             let outcome = match outcome {
                 ToolOutcome::NeedsInput(request) if !self.cancel.is_cancelled() => {
                     still_paused.push(index);
-                    next_request.get_or_insert(request);
+                    next_request.get_or_insert(Ask::Input(request));
+                    continue;
+                }
+                ToolOutcome::NeedsAuth(request) if !self.cancel.is_cancelled() => {
+                    still_paused.push(index);
+                    next_request.get_or_insert(Ask::Auth(request));
                     continue;
                 }
                 // Asked again but the turn is being cancelled.
-                ToolOutcome::NeedsInput(_) => ToolOutcome::Canceled,
+                ToolOutcome::NeedsInput(_) | ToolOutcome::NeedsAuth(_) => ToolOutcome::Canceled,
                 other if ran => {
                     pending.calls[index].result = other.to_message(&call.call);
                     continue;
@@ -128,11 +131,9 @@ impl Turn {
             }
             next_request = None;
         }
-        if let Some(request) = next_request {
+        if let Some(ask) = next_request {
             pending.paused = still_paused;
-            pending.input.input_id = looopy_protocol::ids::new_id("input");
-            pending.input.request = request;
-            return self.wait_for_input(pending).await;
+            return self.wait_for(pending, ask).await;
         }
         if !still_paused.is_empty() {
             // Answered; other calls still wait for their child tasks.

@@ -104,6 +104,8 @@ pub struct InputReceived {
 pub enum AuthType {
     Oauth2,
     ApiKey,
+    /// A bearer token pasted by the user (sent as `Authorization: Bearer …`).
+    Bearer,
     Password,
     Biometric,
     Custom,

@@ -6,6 +6,7 @@ mod contexts;
 mod memory;
 mod messages;
 mod push;
+mod secrets;
 mod task_pages;
 mod tasks;
 
