@@ -71,6 +71,10 @@ pub struct ServerConfig {
     /// holds the actual address ([`BoundServer::grpc_addr`](crate::BoundServer::grpc_addr)),
     /// which the agent card declares.
     pub grpc_addr: Option<SocketAddr>,
+    /// The URL users reach this server at (`https://agents.example.com`), when it is not
+    /// the bound address (behind a proxy): OAuth flows come back to
+    /// `{public_url}/v1/oauth/callback`. Default: `http://{bound address}`.
+    pub public_url: Option<String>,
 }
 
 impl Default for ServerConfig {
@@ -95,6 +99,7 @@ impl Default for ServerConfig {
             metrics_public: false,
             push: crate::push::PushOptions::default(),
             grpc_addr: None,
+            public_url: None,
         }
     }
 }
@@ -124,6 +129,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("metrics_public", &self.metrics_public)
             .field("push", &self.push)
             .field("grpc_addr", &self.grpc_addr)
+            .field("public_url", &self.public_url)
             .finish()
     }
 }

@@ -23,6 +23,7 @@
 //! | `POST /v1/tasks/{taskId}/input` `{"inputId","value"}` | answer an input request and resume (202, or SSE as above) |
 //! | `POST /v1/tasks/{taskId}/cancel` | cancel a task (202) |
 //! | `GET /healthz` | liveness |
+//! | `POST`/`GET`/`DELETE /mcp` | the agent as an MCP server (streamable HTTP): its `ask` tool ([`mcp`]) |
 //! | `GET /metrics` | Prometheus text format ([`metrics`]); behind authentication unless [`ServerConfig::metrics_public`] |
 //!
 //! Ordering, backpressure, reconnection and error semantics are spelled out in
@@ -88,6 +89,7 @@ pub mod extract;
 mod grpc;
 pub mod guarantees;
 mod limits;
+pub mod mcp;
 pub mod metrics;
 pub mod push;
 mod routes;
@@ -104,5 +106,5 @@ pub use conn::ConnHandle;
 pub use error::{ApiError, ServerError};
 pub use limits::StreamPermit;
 pub use looopy_a2a::{HostError, TurnStarted};
-pub use server::{BoundServer, app, bind, router, router_with_config, serve};
+pub use server::{BoundServer, app, bind, oauth_callback_url, router, router_with_config, serve};
 pub use state::{Access, AppState, StreamRequest, Streams};

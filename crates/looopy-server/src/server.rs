@@ -58,9 +58,9 @@ pub fn router_with_config(config: ServerConfig, agent: Agent) -> Result<Router, 
     Ok(app(AppState::new(config, agent)?))
 }
 
-/// The whole HTTP surface over existing state: the `/v1` API, `/healthz`, A2A and the web
-/// page, behind authentication, the body reader (limit and timeout, [`crate::body`]), CORS
-/// (when configured) and request tracing.
+/// The whole HTTP surface over existing state: the `/v1` API, `/healthz`, A2A, MCP
+/// (`/mcp`, see [`crate::mcp`]) and the web page, behind authentication, the body reader
+/// (limit and timeout, [`crate::body`]), CORS (when configured) and request tracing.
 ///
 /// Request spans record only the method and the path — never headers or the query string,
 /// which may carry credentials.
@@ -71,6 +71,7 @@ pub fn app(state: AppState) -> Router {
         .merge(crate::metrics::routes())
         .merge(looopy_a2a::routes::<AppState>())
         .merge(web::routes())
+        .route_service(crate::mcp::PATH, crate::mcp::service(&state))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         // Inside authentication: an unauthenticated client is refused before any of its
@@ -119,6 +120,7 @@ fn cors_layer(origins: &[String]) -> Option<CorsLayer> {
         CorsLayer::new()
             .allow_origin(allow_origin)
             // DELETE: the A2A HTTP+JSON binding deletes push-notification configs.
+            // DELETE also ends an MCP session.
             .allow_methods([Method::GET, Method::POST, Method::DELETE, Method::OPTIONS])
             .allow_headers([
                 header::AUTHORIZATION,
@@ -126,7 +128,11 @@ fn cors_layer(origins: &[String]) -> Option<CorsLayer> {
                 header::ACCEPT,
                 HeaderName::from_static("last-event-id"),
                 HeaderName::from_static("a2a-version"),
-            ]),
+                // Streamable HTTP (`/mcp`): the session and the negotiated version.
+                HeaderName::from_static("mcp-session-id"),
+                HeaderName::from_static("mcp-protocol-version"),
+            ])
+            .expose_headers([HeaderName::from_static("mcp-session-id")]),
     )
 }
 
@@ -174,6 +180,9 @@ pub async fn bind(mut config: ServerConfig, agent: Agent) -> Result<BoundServer,
             "marked tasks interrupted by the previous process as failed"
         );
     }
+    if agent.oauth_redirect_uri().is_none() {
+        agent.set_oauth_redirect_uri(oauth_callback_url(config.public_url.as_deref(), local_addr));
+    }
     let state = AppState::new(config, agent)?;
     // Messages the previous process had queued run again, in order, tracked like any turn.
     for handle in recovered.restarted {
@@ -185,6 +194,17 @@ pub async fn bind(mut config: ServerConfig, agent: Agent) -> Result<BoundServer,
         grpc,
         state,
     })
+}
+
+/// Where OAuth flows come back to: `{public_url}/v1/oauth/callback`, or the bound address
+/// (`localhost` for a wildcard address, which a browser cannot open).
+pub fn oauth_callback_url(public_url: Option<&str>, addr: SocketAddr) -> String {
+    let base = match public_url {
+        Some(url) => url.trim_end_matches('/').to_string(),
+        None if addr.ip().is_unspecified() => format!("http://localhost:{}", addr.port()),
+        None => format!("http://{addr}"),
+    };
+    format!("{base}{}", crate::routes::OAUTH_CALLBACK_PATH)
 }
 
 impl BoundServer {

@@ -6,6 +6,7 @@
 //! - [`Streams`] (`streams`): the event router, stream slots, log-read bounds, resume points.
 
 mod access;
+mod authorize;
 mod streams;
 
 use std::sync::Arc;

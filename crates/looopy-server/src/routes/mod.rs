@@ -2,6 +2,7 @@
 
 mod artifact_content;
 mod artifacts;
+mod authorize;
 mod contexts;
 mod events;
 mod messages;
@@ -14,6 +15,9 @@ use axum::routing::{get, post};
 use serde_json::{Value, json};
 
 use crate::AppState;
+
+/// Where OAuth authorization servers send the user back to.
+pub const OAUTH_CALLBACK_PATH: &str = "/v1/oauth/callback";
 
 /// The `/v1` API and the health check.
 pub(crate) fn api_routes() -> Router<AppState> {
@@ -37,6 +41,11 @@ pub(crate) fn api_routes() -> Router<AppState> {
         )
         .route("/v1/tasks/{task_id}/input", post(tasks::provide_input))
         .route("/v1/tasks/{task_id}/cancel", post(tasks::cancel_task))
+        .route(
+            "/v1/tasks/{task_id}/auth",
+            post(authorize::provide_credentials),
+        )
+        .route(OAUTH_CALLBACK_PATH, get(authorize::oauth_callback))
 }
 
 async fn healthz() -> Json<Value> {

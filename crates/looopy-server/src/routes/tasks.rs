@@ -38,6 +38,10 @@ pub(crate) struct TaskView {
     /// (`prompt`, `inputType`, `schema`, `options`, `requireUser`). The rest of the agent's
     /// resume state (held tool results, counters) stays private.
     pending: Option<PendingInputView>,
+    /// The open authorization request while the task waits for one (`waiting-auth`):
+    /// `authId`, `authType`, `provider`, `scopes`, `prompt`, `authUrl`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pending_auth: Option<looopy_agent::PendingAuthView>,
     /// The task's artifacts (see `GET /v1/tasks/{taskId}/artifacts`); only on the single
     /// task's view.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -51,6 +55,7 @@ fn timestamp(t: &DateTime<Utc>) -> String {
 impl From<TaskRecord> for TaskView {
     fn from(task: TaskRecord) -> Self {
         let pending = PendingInputView::of(&task);
+        let pending_auth = looopy_agent::PendingAuthView::of(&task);
         Self {
             task_id: task.task_id,
             context_id: task.context_id,
@@ -61,6 +66,7 @@ impl From<TaskRecord> for TaskView {
             error: task.error,
             result: task.result,
             pending,
+            pending_auth,
             artifacts: None,
         }
     }
