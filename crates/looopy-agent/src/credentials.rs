@@ -73,6 +73,10 @@ impl CredentialAccess {
         self.principal.as_deref()
     }
 
+    pub(crate) fn redirect_uri(&self) -> Option<String> {
+        self.hub.redirect_uri()
+    }
+
     fn key(&self) -> &str {
         self.principal.as_deref().unwrap_or(ANONYMOUS)
     }

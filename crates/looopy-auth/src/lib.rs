@@ -28,6 +28,7 @@
 //! ```
 
 mod credential;
+pub mod discovery;
 pub mod oauth;
 mod request;
 mod secret;

@@ -39,6 +39,10 @@ impl TokenHttp {
             .map(Self)
             .map_err(|e| AuthError::Upstream(format!("cannot build an HTTP client: {e}")))
     }
+
+    pub(crate) fn inner(&self) -> &reqwest::Client {
+        &self.0
+    }
 }
 
 fn url_error(what: &str) -> impl Fn(url::ParseError) -> AuthError + '_ {

@@ -143,6 +143,13 @@ impl ToolContext {
         self.credentials.as_ref()?.get(provider).await
     }
 
+    /// Where OAuth authorization servers send the user back to (the server's
+    /// `/v1/oauth/callback`), to register a client with; `None` when no callback is
+    /// reachable (then only a pasted token can answer an OAuth request).
+    pub fn oauth_redirect_uri(&self) -> Option<String> {
+        self.credentials.as_ref()?.redirect_uri()
+    }
+
     /// Forgets the principal's credential for `provider` — e.g. after the service refused
     /// it — so the next [`require_auth`](Self::require_auth) asks the user again.
     pub async fn forget_credential(&self, provider: &str) {
