@@ -162,6 +162,19 @@ pub trait A2aHost: Clone + Send + Sync + 'static {
         message_id: Option<&str>,
     ) -> impl Future<Output = Result<TurnStarted, HostError>> + Send;
 
+    /// Answers a task's open authorization request with the credential a client sent in
+    /// band (`{"apiKey": …}`, `{"token": …}`, a string, custom fields) and resumes it
+    /// (access already checked). Only a user may answer: another agent's credential is
+    /// refused (`AgentError::AuthRefused`). The credential is kept for the task's principal
+    /// and never logged or stored with the conversation.
+    fn provide_credentials(
+        &self,
+        caller: &Self::Caller,
+        task_id: &str,
+        auth_id: &str,
+        credentials: &serde_json::Value,
+    ) -> impl Future<Output = Result<TurnStarted, HostError>> + Send;
+
     /// Takes one of the caller's stream slots. Take it before starting work the stream
     /// would report on, so a refusal never leaves a turn nobody watches.
     fn acquire_stream(&self, caller: &Self::Caller) -> Result<Self::Permit, HostError>;

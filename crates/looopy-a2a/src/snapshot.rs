@@ -24,6 +24,11 @@ pub struct TaskSnapshot {
     pub history: Vec<Message>,
     /// The latest status text (e.g. the prompt of a pending input request).
     pub status_message: Option<String>,
+    /// Structured details of the status, sent as a data part after its text: for a task in
+    /// `AUTH_REQUIRED`, the open request (`authId`, `authType`, `provider`, `scopes`,
+    /// `authUrl`) — what a client needs to act on it (A2A §7.6), as the streamed status
+    /// carries it.
+    pub status_data: Option<serde_json::Value>,
     /// The error text of a failed task; shown as the status message in its place.
     pub error: Option<String>,
     /// Other artifacts (files, data), already in A2A form.
@@ -46,6 +51,7 @@ impl TaskSnapshot {
             answer: None,
             history: Vec::new(),
             status_message: None,
+            status_data: None,
             error: None,
             artifacts: Vec::new(),
         }
@@ -56,18 +62,20 @@ impl TaskSnapshot {
 /// keeps all, `Some(0)` leaves the field out, as the specification asks).
 pub fn task_to_v1(snapshot: &TaskSnapshot, history_length: Option<usize>) -> v1::Task {
     let s = snapshot;
+    // A failure is explained by its error alone; otherwise the status text, then its data.
+    let data = s.status_data.clone().filter(|_| s.error.is_none());
     let message = s
         .error
         .as_deref()
         .or(s.status_message.as_deref())
-        .map(|text| v1::Message {
-            context_id: Some(s.context_id.clone()),
-            task_id: Some(s.task_id.clone()),
-            ..v1::Message::new(
-                format!("{}-status", s.task_id),
-                v1::Role::Agent,
-                vec![v1::Part::text(text)],
-            )
+        .map(|text| {
+            let mut parts = vec![v1::Part::text(text)];
+            parts.extend(data.map(v1::Part::data));
+            v1::Message {
+                context_id: Some(s.context_id.clone()),
+                task_id: Some(s.task_id.clone()),
+                ..v1::Message::new(format!("{}-status", s.task_id), v1::Role::Agent, parts)
+            }
         });
     let mut artifacts = Vec::with_capacity(s.artifacts.len() + 1);
     if let Some(answer) = s.answer.as_deref().filter(|a| !a.is_empty()) {

@@ -138,6 +138,17 @@ impl A2aHost for AppState {
         AppState::provide_input_with(self, task_id, input_id, value, metadata, from).await
     }
 
+    async fn provide_credentials(
+        &self,
+        caller: &A2aCaller,
+        task_id: &str,
+        auth_id: &str,
+        credentials: &serde_json::Value,
+    ) -> Result<TurnStarted, HostError> {
+        let from = caller.principal.input_source();
+        AppState::provide_credentials(self, task_id, auth_id, credentials, from).await
+    }
+
     fn acquire_stream(&self, caller: &A2aCaller) -> Result<StreamPermit, HostError> {
         self.streams()
             .acquire(&caller.principal, caller.conn.as_ref())

@@ -27,7 +27,8 @@
 //! item and end after the task reaches a terminal state or moves into an interrupted one (a
 //! subscription to a task that is already waiting for input stays open until it resumes and
 //! finishes). A message whose `taskId` names a task waiting for input answers that input
-//! and resumes the task.
+//! and resumes the task; one to a task in `AUTH_REQUIRED` whose data part holds
+//! `credentials` answers its authorization request (the README's "Completing AUTH_REQUIRED").
 //! Authentication is the server's bearer tokens; another principal's tasks and contexts do
 //! not exist (`-32001`). Errors are mapped to JSON-RPC codes by [`rpc_error`], one match
 //! over the typed [`HostError`] and [`AgentError`](looopy_agent::AgentError).
@@ -69,6 +70,7 @@
 //! ```
 
 mod artifacts;
+mod authorize;
 pub(crate) mod card;
 mod error;
 pub(crate) mod list;

@@ -14,6 +14,7 @@ use looopy_store::TaskRecord;
 use serde_json::Value;
 
 use super::artifacts::View;
+use super::authorize;
 use super::error::RpcError;
 use super::snapshot::{Exchange, fold_context, histories, snapshot_with_artifacts};
 use super::stream::{A2aFrames, A2aItems, Binding, Replay};
@@ -108,6 +109,12 @@ async fn begin<H: A2aHost>(caller: &Caller<H>, params: &SendParams) -> Result<Be
         ));
     }
     let Some(task_id) = &input.task_id else {
+        if authorize::offered(input)?.is_some() {
+            // A new turn would store its data parts as the user's text: never a secret.
+            return Err(RpcError::invalid_params(
+                "credentials answer a task in TASK_STATE_AUTH_REQUIRED: set message.taskId to that task",
+            ));
+        }
         let context_id = input.context_id.clone().unwrap_or_else(new_context_id);
         caller
             .host
@@ -143,6 +150,23 @@ async fn begin<H: A2aHost>(caller: &Caller<H>, params: &SendParams) -> Result<Be
             record.state
         )));
     }
+    // Authorization (A2A §7.6): a credential answers the task's (or a sub-agent's) open
+    // request and is never taken as anything else; the message carrying it is not stored.
+    let auth = authorize::waiting_auth(&caller.host, &record).await?;
+    if let Some(offer) = authorize::offered(input)? {
+        let Some((answering, pending)) = &auth else {
+            return Err(authorize::not_waiting_for_auth(task_id, record.state));
+        };
+        let started = authorize::answer(caller, task_id, (answering, pending), offer).await?;
+        return Ok(Begun {
+            started,
+            resumed: true,
+            answered: None,
+        });
+    }
+    if let (TaskState::WaitingAuth, Some((_, pending))) = (record.state, &auth) {
+        return Err(authorize::credentials_needed(task_id, pending));
+    }
     // A task waiting for a sub-agent that asked the user: the answer goes to that child,
     // and the stream follows this task, which the child's run goes on to.
     let waiting = match PendingInputView::of(&record) {
@@ -156,6 +180,9 @@ async fn begin<H: A2aHost>(caller: &Caller<H>, params: &SendParams) -> Result<Be
             .map(|(child, pending)| (child.task_id, pending)),
     };
     let Some((answering, pending)) = waiting else {
+        if let Some((_, pending)) = &auth {
+            return Err(authorize::credentials_needed(task_id, pending));
+        }
         return Err(RpcError::unsupported(format_args!(
             "task {task_id} is {}, not waiting for input; wait for it to finish or cancel it",
             record.state
@@ -264,6 +291,7 @@ pub(crate) async fn send_streaming_items<H: A2aHost>(
         .await?;
         snap.state = TaskState::Working;
         snap.status_message = None;
+        snap.status_data = None;
         // The question and this message's answer, which the log records only as the
         // resumed run starts.
         if !snap.history.is_empty() {

@@ -32,14 +32,26 @@ pub(crate) struct Folded {
     pub(crate) answer: String,
     /// The text of the latest state change (an input request's prompt, a status message).
     pub(crate) status_message: Option<String>,
+    /// The open authorization request's details (see [`TaskSnapshot::status_data`]), while
+    /// the task waits for one.
+    pub(crate) status_data: Option<Value>,
     pub(crate) error: Option<String>,
     /// Files, data records and datasets, without their content.
     pub(crate) artifacts: Vec<ArtifactTrack>,
     /// The task's input requests, in order, with their answers.
     pub(crate) exchanges: Vec<Exchange>,
-    /// A sub-agent (descendant) waiting for the user: its task id and question. A task in
-    /// `waiting-subtask` shows as waiting for input with that question.
-    pub(crate) waiting_child: Option<(String, String)>,
+    /// A sub-agent (descendant) waiting for the user. A task in `waiting-subtask` shows as
+    /// waiting for input (or authorization) with that question.
+    pub(crate) waiting_child: Option<WaitingChild>,
+}
+
+/// A descendant's question that stands for its ancestors.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct WaitingChild {
+    pub(crate) task_id: String,
+    pub(crate) prompt: String,
+    /// The authorization request's details when it waits for one (else it waits for input).
+    pub(crate) auth: Option<Value>,
 }
 
 /// One input request of a task and, once given, its answer — the part of a conversation
@@ -120,6 +132,10 @@ impl Folded {
                 if !(s.status.is_interrupted() && s.message.is_none()) {
                     self.status_message = s.message.clone();
                 }
+                // The request's details stand while the task waits for it.
+                if s.status != TaskState::WaitingAuth {
+                    self.status_data = None;
+                }
                 self.error = s.error.as_ref().map(|e| e.message.clone());
             }
             EventPayload::TaskComplete(c) => {
@@ -136,6 +152,7 @@ impl Folded {
             EventPayload::ContentDelta(d) => self.answer.push_str(&d.delta),
             EventPayload::InputRequired(r) => {
                 self.status_message = Some(r.prompt.clone());
+                self.status_data = None;
                 self.exchanges.push(Exchange {
                     input_id: r.input_id.clone(),
                     tool_call_id: r
@@ -162,7 +179,10 @@ impl Folded {
                     exchange.answer = Some((r.value.clone().unwrap_or(Value::Null), message_id));
                 }
             }
-            EventPayload::AuthRequired(r) => self.status_message = Some(r.prompt.clone()),
+            EventPayload::AuthRequired(r) => {
+                self.status_message = Some(r.prompt.clone());
+                self.status_data = Some(crate::mapping::request_details(r));
+            }
             EventPayload::FileWrite(_)
             | EventPayload::DataWrite(_)
             | EventPayload::DatasetWrite(_) => artifacts::track(&mut self.artifacts, event),
@@ -177,15 +197,27 @@ impl Folded {
         let this_child = self
             .waiting_child
             .as_ref()
-            .is_some_and(|(t, _)| *t == event.task_id);
+            .is_some_and(|c| c.task_id == event.task_id);
         match &event.payload {
             EventPayload::InputRequired(r) => {
-                self.waiting_child = Some((event.task_id.clone(), r.prompt.clone()));
+                self.waiting_child = Some(WaitingChild {
+                    task_id: event.task_id.clone(),
+                    prompt: r.prompt.clone(),
+                    auth: None,
+                });
             }
             EventPayload::AuthRequired(r) => {
-                self.waiting_child = Some((event.task_id.clone(), r.prompt.clone()));
+                self.waiting_child = Some(WaitingChild {
+                    task_id: event.task_id.clone(),
+                    prompt: r.prompt.clone(),
+                    auth: Some(crate::mapping::request_details(r)),
+                });
             }
-            EventPayload::InputReceived(_) | EventPayload::TaskComplete(_) if this_child => {
+            EventPayload::InputReceived(_)
+            | EventPayload::AuthCompleted(_)
+            | EventPayload::TaskComplete(_)
+                if this_child =>
+            {
                 self.waiting_child = None;
             }
             _ => {}
@@ -319,10 +351,18 @@ pub(crate) fn snapshot(
     let f = folded.unwrap_or(&empty);
     let mut state = f.state.unwrap_or(record.state);
     let mut status_message = f.status_message.clone();
-    if let (TaskState::WaitingSubtask, Some((_, prompt))) = (state, &f.waiting_child) {
+    let mut status_data = f
+        .status_data
+        .clone()
+        .filter(|_| state == TaskState::WaitingAuth);
+    if let (TaskState::WaitingSubtask, Some(child)) = (state, &f.waiting_child) {
         // Waiting for a sub-agent that waits for the user: the question is the task's.
-        state = TaskState::WaitingInput;
-        status_message = Some(prompt.clone());
+        state = match child.auth {
+            Some(_) => TaskState::WaitingAuth,
+            None => TaskState::WaitingInput,
+        };
+        status_message = Some(child.prompt.clone());
+        status_data = child.auth.clone();
     }
     let mut s = TaskSnapshot::new(
         &record.task_id,
@@ -336,6 +376,7 @@ pub(crate) fn snapshot(
         Some(f.answer.clone())
     };
     s.status_message = status_message;
+    s.status_data = status_data;
     s.error = if state == TaskState::Failed {
         f.error
             .clone()
@@ -510,5 +551,62 @@ mod tests {
             (s.state, s.answer.as_deref()),
             (TaskState::Working, Some("par"))
         );
+    }
+
+    #[test]
+    fn an_authorization_request_stands_in_the_status_until_the_task_moves_on() {
+        use looopy_protocol::event::{AuthCompleted, AuthRequired, AuthType};
+        let seq = Sequencer::default();
+        let stamp = Stamp::new("c", "t");
+        let request = EventPayload::AuthRequired(AuthRequired {
+            auth_id: "auth-1".into(),
+            auth_type: AuthType::ApiKey,
+            provider: Some("stripe".into()),
+            scopes: vec![],
+            prompt: "Key?".into(),
+            auth_url: None,
+            metadata: Metadata::new(),
+        });
+        let status = |status| {
+            EventPayload::TaskStatus(TaskStatus {
+                status,
+                message: None,
+                error: None,
+                metadata: Metadata::new(),
+            })
+        };
+        let mut f = Folded::default();
+        f.apply(&stamp.stamp(&seq, request.clone()));
+        f.apply(&stamp.stamp(&seq, status(TaskState::WaitingAuth)));
+        let record = TaskRecord::new("t", "c", TaskState::WaitingAuth);
+        let s = snapshot(&record, Some(&f), vec![]);
+        assert_eq!(s.status_message.as_deref(), Some("Key?"));
+        let data = s.status_data.unwrap();
+        assert_eq!(
+            (data["authId"].as_str(), data["provider"].as_str()),
+            (Some("auth-1"), Some("stripe"))
+        );
+        assert!(data.get("prompt").is_none() && data.get("metadata").is_none());
+        f.apply(&stamp.stamp(&seq, status(TaskState::Working)));
+        assert_eq!(snapshot(&record, Some(&f), vec![]).status_data, None);
+
+        // A sub-agent's request is its parent's, as AUTH_REQUIRED, until it is answered.
+        let child = Stamp::new("c", "child");
+        let mut parent = Folded::default();
+        parent.apply(&stamp.stamp(&seq, status(TaskState::WaitingSubtask)));
+        parent.apply_descendant(&child.stamp(&seq, request));
+        let s = snapshot(&record, Some(&parent), vec![]);
+        assert_eq!(s.state, TaskState::WaitingAuth);
+        assert_eq!(s.status_data.unwrap()["authType"], "api-key");
+        parent.apply_descendant(&child.stamp(
+            &seq,
+            EventPayload::AuthCompleted(AuthCompleted {
+                auth_id: "auth-1".into(),
+                user_id: "u".into(),
+                metadata: Metadata::new(),
+            }),
+        ));
+        let s = snapshot(&record, Some(&parent), vec![]);
+        assert_eq!((s.state, s.status_data), (TaskState::WaitingSubtask, None));
     }
 }

@@ -328,7 +328,7 @@ fn announce(
 
 /// The fields of an input or auth request a client needs to answer it, without the prompt
 /// (already the text part) and the metadata (already the message's).
-fn request_details<T: Serialize>(request: &T) -> Value {
+pub(crate) fn request_details<T: Serialize>(request: &T) -> Value {
     let mut value = serde_json::to_value(request).unwrap_or_default();
     if let Some(obj) = value.as_object_mut() {
         obj.remove("prompt");

@@ -4,7 +4,7 @@
 //! with the REST API, watches the context with the browser's `EventSource` (named events
 //! per kind, resuming with `Last-Event-ID`, de-duplicating by `seq`), renders streamed
 //! content as Markdown, collapsible thoughts, tool progress, artifacts and inline answers to
-//! input requests, and shows the connection's state.
+//! input and authorization requests, and shows the connection's state.
 //!
 //! Artifacts show as they stream, one card per `artifactId` (a rewrite or a replay updates
 //! the card in place): a file card with its name, MIME type and bytes received, then its
@@ -40,6 +40,16 @@
 //! goes on). Blocks are keyed by task id, so a replay (reconnect or reload) never makes one
 //! twice.
 //!
+//! An authorization request (`auth-required`) shows its prompt and provider and, for OAuth
+//! with an `authUrl`, an Authorize link that opens the authorization server in a new tab
+//! (`target=_blank`, `rel="noopener noreferrer"`): the server's callback completes it, so
+//! the page only watches. Any other request (API key, bearer, custom, or OAuth without a
+//! URL) gets a password field whose value is posted as `{"authId", "credentials":
+//! {"apiKey"|"token": …}}` to `POST /v1/tasks/{taskId}/auth` with the page's bearer token;
+//! the field is emptied as it is sent and the value never goes anywhere else (no DOM text,
+//! no log, no storage). `auth-completed` replaces the widget with "authorized (provider)".
+//! A conversation reopened while a task waits shows the request again from the replay.
+//!
 //! With tokens configured, open the page as `/?token=<token>`: it sends the token as a
 //! bearer header on `fetch` and as `access_token` on the event stream (which cannot carry
 //! headers). The page's `Referrer-Policy: no-referrer` keeps that URL from leaking.
@@ -61,6 +71,9 @@
 //! (datasets), `data-verified` (`true`/`false`/`unavailable`: the kept bytes against the
 //! streamed sha256) and `data-source` (`stream`: a `blob:` link; `server`: the content
 //! route), holding `a.download`, `img.preview[data-loaded]`, `details.json` and `table`.
+//! Authorization widgets are `form.auth[data-auth-id][data-auth-type][data-provider]
+//! [data-closed]` (holding `.prompt`, `.provider`, `input[type=password]` or
+//! `a.authorize`), replaced by `.authorized[data-auth-id]` once authorized.
 //! Sub-task blocks are `details.subtask[data-task-id][data-parent-task-id][data-agent]
 //! [data-depth][data-state]` (`data-tool-call-id`, `data-remote-task-id` when known) with
 //! `summary .who`, `.prompt`, `.state`, `.cancel` and their own `.activity`.
