@@ -81,14 +81,13 @@ mod turn;
 
 pub use agent::{
     Agent, AgentBuilder, ContextQueue, InputSource, PendingAuthView, PendingInputView, QueuedTurn,
-    Recovered,
-    TurnFollower, TurnHandle, belongs_to, settles,
+    Recovered, TurnFollower, TurnHandle, belongs_to, settles,
 };
 pub use config::{AgentConfig, ToolProtocol};
 pub use error::AgentError;
-pub use telemetry::metric;
 /// Credentials: requests, OAuth, the sealed store (re-exported so embedders need one crate).
 pub use looopy_auth as auth;
+pub use telemetry::metric;
 
 /// Turns an `async fn` with a doc comment and typed parameters into a [`tool::Tool`].
 ///

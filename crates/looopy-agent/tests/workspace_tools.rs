@@ -327,7 +327,7 @@ fn resolve_keeps_paths_inside() {
 fn registration_offers_shell_only_when_allowed() {
     let dir = tempfile::tempdir().unwrap();
     let ws = Workspace::open(dir.path()).unwrap();
-    let names = |r: ToolRegistry| r.names().map(str::to_string).collect::<Vec<_>>();
+    let names = |r: ToolRegistry| r.names().collect::<Vec<_>>();
     assert_eq!(
         names(ws.tools()),
         [

@@ -125,7 +125,9 @@ pub async fn discover(
         candidates.push(at.clone());
     }
     if !path.is_empty() {
-        candidates.push(format!("{origin}/.well-known/oauth-protected-resource{path}"));
+        candidates.push(format!(
+            "{origin}/.well-known/oauth-protected-resource{path}"
+        ));
     }
     candidates.push(format!("{origin}/.well-known/oauth-protected-resource"));
     let mut prm = None;
@@ -164,7 +166,10 @@ async fn server_metadata(http: &TokenHttp, issuer: &str) -> Result<ServerMetadat
     let candidates = [
         format!("{origin}/.well-known/oauth-authorization-server{path}"),
         format!("{origin}/.well-known/openid-configuration{path}"),
-        format!("{}/.well-known/openid-configuration", issuer.trim_end_matches('/')),
+        format!(
+            "{}/.well-known/openid-configuration",
+            issuer.trim_end_matches('/')
+        ),
     ];
     for candidate in &candidates {
         if let Some(found) = get_json::<ServerMetadata>(http, candidate).await {
@@ -187,7 +192,8 @@ pub async fn register(
 ) -> Result<OAuthClient, AuthError> {
     let Some(endpoint) = &found.server.registration_endpoint else {
         return Err(AuthError::Upstream(
-            "the authorization server offers no dynamic client registration; configure a client_id".into(),
+            "the authorization server offers no dynamic client registration; configure a client_id"
+                .into(),
         ));
     };
     let body = json!({
@@ -239,7 +245,9 @@ mod tests {
             Some("https://x.example/.well-known/oauth-protected-resource")
         );
         assert_eq!(c.scope.as_deref(), Some("read write"));
-        let c = Challenge::parse(r#"Bearer error=invalid_token, error_description="a \"quoted\" thing""#);
+        let c = Challenge::parse(
+            r#"Bearer error=invalid_token, error_description="a \"quoted\" thing""#,
+        );
         assert_eq!(c.error.as_deref(), Some("invalid_token"));
         assert_eq!(Challenge::parse("Basic realm=x"), Challenge::default());
         assert_eq!(Challenge::parse("Bearer"), Challenge::default());

@@ -262,8 +262,10 @@ pub async fn build(args: &AgentArgs) -> Result<(Agent, ProviderKind)> {
     let remote = sub_agents
         .iter()
         .any(|s| matches!(s.kind, looopy_agent::subagent::SubAgentKind::Remote(_)));
+    let credentials = crate::auth_prompt::credential_store(&store, args)?;
     let mut builder = Agent::builder()
         .shared_provider(resolved.provider)
+        .credentials(credentials)
         .store(store)
         .registry(tools)
         .config(resolved.config)

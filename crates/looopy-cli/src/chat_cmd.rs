@@ -36,6 +36,7 @@ struct LastTurn {
 
 pub async fn run(args: ChatArgs) -> Result<ExitCode> {
     let (agent, _) = agent_setup::build(&args.agent).await?;
+    crate::auth_prompt::start_callback(&agent).await?;
     // Validated by the argument parser (a ContextId): a bad one is a usage error.
     let mut context = args
         .context

@@ -31,6 +31,9 @@ pub enum Command {
     Artifacts(ArtifactsArgs),
     /// Talk to any A2A agent: print its card, send it a message, get or cancel a task.
     A2a(crate::a2a_cmd::A2aArgs),
+    /// Serve the agent as an MCP server over stdio (its `ask` tool), for editors and
+    /// other agents that speak MCP.
+    Mcp(crate::mcp_cmd::McpArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -120,6 +123,11 @@ pub struct AgentArgs {
     /// config file's `[[mcp]]` servers.
     #[arg(long = "mcp", value_name = "NAME=COMMAND|URL")]
     pub mcp: Vec<String>,
+    /// File with the 256-bit key that seals the credentials users give tools (64 hex
+    /// digits, base64, or 32 raw bytes; e.g. `openssl rand -hex 32 > key`). Else
+    /// LOOOPY_SECRET_KEY; without either, credentials live in memory only.
+    #[arg(long, value_name = "FILE")]
+    pub secret_key_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -151,9 +159,12 @@ pub struct ChatArgs {
 
 #[derive(Debug, Args)]
 pub struct ResumeArgs {
-    /// The task waiting for input.
+    /// The task waiting for input (or for authorization).
     pub task: String,
     /// The value to provide (parsed as JSON when it is valid JSON, else taken as text).
+    /// For a task waiting for authorization: the key or token, or `-` to type it hidden
+    /// (read from stdin when it is not a terminal) — a secret on the command line ends up
+    /// in the shell's history.
     pub value: String,
     /// Which input request to answer (default: the task's pending one).
     #[arg(long)]
@@ -170,6 +181,11 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub addr: SocketAddr,
+    /// The URL users reach this server at, when it is not the bound address (behind a
+    /// proxy): OAuth authorization servers send the browser back to
+    /// `{URL}/v1/oauth/callback`.
+    #[arg(long, env = "LOOOPY_PUBLIC_URL", value_name = "URL")]
+    pub public_url: Option<String>,
     /// Bearer token accepted by the server, taken verbatim (a `,` is part of the token);
     /// repeat for several principals. Without it, LOOOPY_TOKENS is read: a comma-separated
     /// list. An empty token is an error, never "authentication off".

@@ -1,5 +1,5 @@
 //! `looopy`: the command-line face of the runtime — parse, run, chat, resume, serve, tail,
-//! artifacts.
+//! artifacts, a2a, mcp.
 
 mod a2a_cmd;
 mod agent_setup;
@@ -7,8 +7,10 @@ mod artifact_line;
 mod artifacts_cmd;
 mod artifacts_out;
 mod artifacts_remote;
+mod auth_prompt;
 mod chat_cmd;
 mod cli;
+mod mcp_cmd;
 mod parse_cmd;
 mod render;
 mod run_cmd;
@@ -31,6 +33,7 @@ fn telemetry_options(command: &Command) -> telemetry::Options {
         Command::Chat(args) => Some(&args.agent),
         Command::Resume(args) => Some(&args.agent),
         Command::Serve(args) => Some(&args.agent),
+        Command::Mcp(args) => Some(&args.agent),
         Command::Parse(_) | Command::Tail(_) | Command::Artifacts(_) | Command::A2a(_) => None,
     };
     telemetry::Options {
@@ -84,6 +87,7 @@ fn main() -> ExitCode {
             Command::Tail(args) => tail_cmd::run(args).await,
             Command::Artifacts(args) => artifacts_cmd::run(args).await,
             Command::A2a(args) => a2a_cmd::run(args).await,
+            Command::Mcp(args) => mcp_cmd::run(args).await,
         }
     });
     // After the run, from this thread: the last spans are exported on the runtime's workers

@@ -61,6 +61,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
         .clone()
         .unwrap_or_else(ids::ContextId::generate);
     let prompt = args.prompt.join(" ");
+    crate::auth_prompt::start_callback(&agent).await?;
     let handle = agent.start_turn(&context, &prompt, None).await?;
     if !args.json {
         crate::render::note(&format!("context {context} · task {}", handle.task_id));
@@ -79,6 +80,37 @@ pub async fn resume(args: ResumeArgs) -> Result<ExitCode> {
         .get_task(&args.task)
         .await?
         .with_context(|| format!("no task {}", args.task))?;
+    if task.state == TaskState::WaitingAuth {
+        crate::auth_prompt::start_callback(&agent).await?;
+        let handle = if args.value == "-" {
+            crate::auth_prompt::answer(&agent, &task.task_id, None).await?
+        } else {
+            let view = looopy_agent::PendingAuthView::of(&task).with_context(|| {
+                format!(
+                    "task {} has no readable authorization request",
+                    task.task_id
+                )
+            })?;
+            let credentials = serde_json::from_str(&args.value)
+                .unwrap_or_else(|_| serde_json::Value::String(args.value.clone()));
+            Some(
+                agent
+                    .provide_credentials(
+                        &task.task_id,
+                        &view.auth_id,
+                        &credentials,
+                        looopy_agent::InputSource::user(None),
+                    )
+                    .await?,
+            )
+        };
+        let Some(handle) = handle else {
+            eprintln!("task {} is still waiting for authorization", task.task_id);
+            return Ok(ExitCode::from(3));
+        };
+        let mut lines = (!args.json && std::io::stdin().is_terminal()).then(Lines::stdin);
+        return drive(&agent, handle, style(args.json), lines.as_mut()).await;
+    }
     let input_id = match args.input_id.clone() {
         Some(id) => id,
         None => last_input_request(&agent, &task.context_id, &task.task_id, 0)
@@ -227,6 +259,24 @@ pub async fn drive_with(
         }
         // Whatever a sub-agent said behind another's open line shows before the prompt.
         renderer.flush_held(&mut stdout)?;
+        if matches!(&event.payload, EventPayload::TaskStatus(s) if s.status == TaskState::WaitingAuth)
+        {
+            match crate::auth_prompt::answer(agent, &handle.task_id, input.as_deref_mut()).await? {
+                Some(resumed) => {
+                    handle = resumed;
+                    events = Box::pin(handle.events());
+                    continue;
+                }
+                None => {
+                    eprintln!(
+                        "task {} is waiting for authorization; answer with: looopy resume {} -",
+                        handle.task_id, handle.task_id
+                    );
+                    let _ = handle.wait().await;
+                    return Ok(ExitCode::from(3));
+                }
+            }
+        }
         let Some((input_id, prompt)) =
             last_input_request(agent, &handle.context_id, &handle.task_id, handle.start_seq)
                 .await?

@@ -65,6 +65,7 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
         max_stream_lifetime: args.max_stream_lifetime.map(Duration::from_secs),
         metrics_public: args.metrics_public,
         grpc_addr: args.grpc_addr,
+        public_url: args.public_url.clone(),
         ..ServerConfig::default()
     };
     serve_config::apply_request_limits(&mut config, &args, &file);

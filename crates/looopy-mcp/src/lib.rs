@@ -4,7 +4,10 @@
 //! URL); [`McpTools::connect`] starts them, lists their tools and returns them as agent
 //! tools named `{server}__{tool}`, with the server's JSON Schema. A server that cannot be
 //! started is reported once (a warning, and in [`McpTools::failures`]) and its tools are
-//! absent; it never stops the agent. A call:
+//! absent; it never stops the agent. Each server's tools are a live set
+//! ([`LiveTools`](looopy_agent::tool::LiveTools)) in [`McpTools::registry`]: when the server
+//! says `notifications/tools/list_changed` they are listed again, and the agent's next model
+//! call offers the new set (see `listing`). A call:
 //! - reports the server's `notifications/progress` as `tool-progress`;
 //! - on the turn's cancellation sends `notifications/cancelled` and ends;
 //! - returns the text content (cut at [`MAX_RESULT_BYTES`]), saves images, audio and blob
@@ -27,17 +30,25 @@
 //! # let _ = agent; Ok(())
 //! # }
 //! ```
+//!
+//! With the `server` feature, [`serve`] is the other direction: the agent itself as an MCP
+//! server (its `ask` tool), over stdio or streamable HTTP.
 
+pub mod authorize;
+mod listing;
+#[cfg(feature = "server")]
+pub mod serve;
 mod server;
 mod spec;
 mod tool;
+mod watch;
 
 use std::sync::Arc;
 
-use looopy_agent::tool::ToolRegistry;
+use looopy_agent::tool::{DynTool, LiveTools, ToolRegistry};
 
 pub use server::{McpServer, Progress};
-pub use spec::{McpServerSpec, Transport};
+pub use spec::{McpAuth, McpServerSpec, Transport};
 pub use tool::{MAX_RESULT_BYTES, McpTool};
 
 /// What went wrong with an MCP server.
@@ -56,13 +67,16 @@ pub enum McpError {
     /// The call was canceled (the turn was).
     #[error("canceled")]
     Canceled,
+    /// The server wants authorization (it answered 401 with this `WWW-Authenticate`).
+    #[error("MCP server {server} needs authorization")]
+    Unauthorized { server: String, challenge: String },
 }
 
 /// The connected servers and their tools.
 #[derive(Debug, Default)]
 pub struct McpTools {
-    servers: Vec<Arc<McpServer>>,
-    tools: Vec<Arc<McpTool>>,
+    /// Each server with the live set of its tools.
+    servers: Vec<(Arc<McpServer>, LiveTools)>,
     failures: Vec<McpError>,
 }
 
@@ -74,39 +88,52 @@ impl McpTools {
         for spec in specs {
             let name = spec.name.clone();
             let server = match McpServer::new(spec) {
-                Ok(server) => Arc::new(server),
+                Ok(server) => server,
                 Err(error) => {
                     tracing::warn!(%error, server = %name, "MCP server not used");
                     out.failures.push(error);
                     continue;
                 }
             };
-            match server.list_tools().await {
-                Ok(listed) => {
-                    // Listing now answers any change announced during the handshake.
-                    let _ = server.take_tools_changed();
-                    let before = out.tools.len();
-                    out.tools.extend(
-                        listed
-                            .iter()
-                            .filter_map(|t| McpTool::from_listing(&server, t))
-                            .map(Arc::new),
+            let live = LiveTools::default();
+            server.follow(&live);
+            if server.spec().auth.is_some() {
+                // Listed once a user authorizes: nothing to try now.
+                let auth = authorize::Authorizer::install(&server, server.spec().clone(), None);
+                live.keep_alive(auth);
+                tracing::info!(server = %name, "MCP server needs each user's authorization; its tools are listed once one authorizes");
+                out.servers.push((server, live));
+                continue;
+            }
+            match server.refresh_tools().await {
+                Ok(count) => {
+                    // A change announced while listing (some servers add tools once the
+                    // client is known) is listed now.
+                    server.settle_tools().await;
+                    tracing::info!(server = %name, tools = count, "MCP server connected");
+                }
+                Err(McpError::Unauthorized { challenge, .. }) => {
+                    let auth = authorize::Authorizer::install(
+                        &server,
+                        server.spec().clone(),
+                        Some(challenge),
                     );
-                    tracing::info!(server = %name, tools = out.tools.len() - before, "MCP server connected");
+                    live.keep_alive(auth);
+                    tracing::info!(server = %name, "MCP server asks for authorization (401); its tools are listed once a user authorizes");
                 }
                 Err(error) => {
                     tracing::warn!(%error, server = %name, "MCP server unavailable; its tools are absent");
                     out.failures.push(error);
                 }
             }
-            out.servers.push(server);
+            out.servers.push((server, live));
         }
         out
     }
 
-    /// Every tool of every server that answered.
-    pub fn tools(&self) -> &[Arc<McpTool>] {
-        &self.tools
+    /// Every tool of every server that answered, as it is now.
+    pub fn tools(&self) -> Vec<Arc<dyn DynTool>> {
+        self.registry().entries().collect()
     }
 
     /// The servers that could not be used, with why.
@@ -114,15 +141,13 @@ impl McpTools {
         &self.failures
     }
 
-    /// The tools as a registry to merge into an agent's. A tool whose schema does not
-    /// compile is left out (logged).
+    /// The tools as a registry to merge into an agent's: one live set per server, so a
+    /// server's changed tools reach the agent without rebuilding it. A tool whose schema
+    /// does not compile is left out (logged).
     pub fn registry(&self) -> ToolRegistry {
         let mut registry = ToolRegistry::new();
-        for tool in &self.tools {
-            let dynamic: Arc<dyn looopy_agent::tool::DynTool> = Arc::clone(tool) as _;
-            if let Err(error) = registry.try_add_dyn(dynamic) {
-                tracing::warn!(%error, tool = %looopy_agent::tool::DynTool::name(&**tool), "MCP tool skipped: its schema does not compile");
-            }
+        for (_, live) in &self.servers {
+            registry.add_live(live.clone());
         }
         registry
     }

@@ -1,15 +1,16 @@
 //! One MCP server: its connection (started on demand, restarted with backoff after a
-//! crash), its tool list (refreshed when it says `tools/list_changed`), and tool calls with
-//! progress and cancellation.
+//! crash), its tool list (refreshed when it says `tools/list_changed`; see
+//! [`crate::listing`]), and tool calls with progress and cancellation.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
+use looopy_agent::tool::WeakLiveTools;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest,
-    ProgressNotificationParam, ProgressToken, ServerResult,
+    ProgressToken, ServerResult,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService};
 use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt};
@@ -19,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::McpError;
 use crate::spec::{McpServerSpec, Transport};
+use crate::watch::Watched;
 
 /// How long starting a server (and its MCP handshake) may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -34,39 +36,27 @@ pub struct Progress {
     pub message: Option<String>,
 }
 
-type ProgressRoutes = Arc<Mutex<HashMap<ProgressToken, mpsc::Sender<Progress>>>>;
+pub(crate) type ProgressRoutes = Arc<Mutex<HashMap<ProgressToken, mpsc::Sender<Progress>>>>;
 
-/// Receives the server's notifications: progress goes to the call it is about; a changed
-/// tool list is noted so the tools are listed again.
+/// Receives the server's notifications: a changed tool list is listed again. (Progress,
+/// and the flag a changed list raises, are read in wire order by [`Watched`].)
 #[derive(Clone)]
 pub(crate) struct Handler {
-    progress: ProgressRoutes,
     tools_changed: Arc<AtomicBool>,
+    server: Weak<McpServer>,
 }
 
 impl ClientHandler for Handler {
-    async fn on_progress(
-        &self,
-        params: ProgressNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) {
-        let route = lock(&self.progress).get(&params.progress_token).cloned();
-        if let Some(route) = route {
-            // Progress is a hint: a call that reads slowly misses some, never blocks.
-            let _ = route.try_send(Progress {
-                progress: params.progress,
-                total: params.total,
-                message: params.message,
-            });
-        }
-    }
-
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.tools_changed.store(true, Ordering::Release);
+        if let Some(server) = self.server.upgrade() {
+            // On a task of its own: the handler returns at once, and the listing outlives it.
+            tokio::spawn(async move { server.settle_tools().await });
+        }
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // Each update is one insert or remove: a poisoned lock is still consistent.
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
@@ -82,8 +72,23 @@ struct Connection {
 /// One declared MCP server.
 pub struct McpServer {
     spec: McpServerSpec,
+    /// Where each running call's progress goes, by its progress token.
+    progress: ProgressRoutes,
     handler: Handler,
     connection: tokio::sync::Mutex<Connection>,
+    /// Held while the tools are listed again, so a call waiting for a change waits for a
+    /// listing under way.
+    pub(crate) refreshing: tokio::sync::Mutex<()>,
+    /// The agent's set of this server's tools: weak, since those tools keep the server.
+    pub(crate) live: Mutex<WeakLiveTools>,
+    /// The token this connection authorizes with (a principal's session of a server that
+    /// needs authorization; see [`crate::authorize`]).
+    bearer: Option<looopy_auth::Secret>,
+    /// Set when the server needs each user's authorization: its calls go through a
+    /// principal's session.
+    authorizer: Mutex<Weak<crate::authorize::Authorizer>>,
+    /// `{name}__connect`.
+    pub(crate) connect_name: String,
 }
 
 impl std::fmt::Debug for McpServer {
@@ -98,13 +103,25 @@ impl std::fmt::Debug for McpServer {
 pub type CallResult = Value;
 
 impl McpServer {
-    pub fn new(spec: McpServerSpec) -> Result<Self, McpError> {
+    /// The server `spec` declares; nothing is started until it is first used.
+    pub fn new(spec: McpServerSpec) -> Result<Arc<Self>, McpError> {
+        Self::with_bearer(spec, None)
+    }
+
+    /// The server `spec` declares, authorizing every request with `bearer` (one
+    /// principal's session).
+    pub(crate) fn with_bearer(
+        spec: McpServerSpec,
+        bearer: Option<looopy_auth::Secret>,
+    ) -> Result<Arc<Self>, McpError> {
         spec.validate()?;
-        Ok(Self {
+        let spec_name = spec.name.clone();
+        Ok(Arc::new_cyclic(|server| Self {
             spec,
+            progress: Arc::default(),
             handler: Handler {
-                progress: Arc::default(),
                 tools_changed: Arc::new(AtomicBool::new(false)),
+                server: server.clone(),
             },
             connection: tokio::sync::Mutex::new(Connection {
                 service: None,
@@ -112,16 +129,34 @@ impl McpServer {
                 failures: 0,
                 retry_at: None,
             }),
-        })
+            refreshing: tokio::sync::Mutex::new(()),
+            live: Mutex::default(),
+            bearer,
+            authorizer: Mutex::new(Weak::new()),
+            connect_name: format!("{}__connect", spec_name),
+        }))
     }
 
     pub fn name(&self) -> &str {
         &self.spec.name
     }
 
-    /// Whether the server said its tools changed since they were last listed.
-    pub(crate) fn take_tools_changed(&self) -> bool {
-        self.handler.tools_changed.swap(false, Ordering::AcqRel)
+    pub(crate) fn set_authorizer(&self, auth: &Arc<crate::authorize::Authorizer>) {
+        *lock(&self.authorizer) = Arc::downgrade(auth);
+    }
+
+    /// The authorizer its calls go through, when it needs each user's authorization.
+    pub(crate) fn authorizer(&self) -> Option<Arc<crate::authorize::Authorizer>> {
+        lock(&self.authorizer).upgrade()
+    }
+
+    pub(crate) fn spec(&self) -> &McpServerSpec {
+        &self.spec
+    }
+
+    /// Set when the server said its tools changed since they were last listed.
+    pub(crate) fn tools_changed_flag(&self) -> &AtomicBool {
+        &self.handler.tools_changed
     }
 
     /// A live connection: the current one, or a new one — unless the last attempt failed
@@ -152,6 +187,10 @@ impl McpServer {
                 let peer = service.peer().clone();
                 connection.service = Some(service);
                 connection.generation += 1;
+                if connection.generation > 1 {
+                    // A restarted server may offer other tools: the next call lists them.
+                    self.handler.tools_changed.store(true, Ordering::Release);
+                }
                 connection.failures = 0;
                 connection.retry_at = None;
                 Ok((peer, connection.generation))
@@ -192,7 +231,7 @@ impl McpServer {
                 }
                 self.handler
                     .clone()
-                    .serve(transport)
+                    .serve(self.watched(transport))
                     .await
                     .map_err(|e| failed("MCP handshake failed", &e))
             }
@@ -208,16 +247,33 @@ impl McpServer {
                     })?;
                     headers.insert(key, value);
                 }
-                let config =
+                let mut config =
                     rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url)
                         .custom_headers(headers);
+                if let Some(token) = &self.bearer {
+                    config = config.auth_header(token.expose());
+                }
                 let transport = rmcp::transport::StreamableHttpClientTransport::from_config(config);
                 self.handler
                     .clone()
-                    .serve(transport)
+                    .serve(self.watched(transport))
                     .await
-                    .map_err(|e| failed("MCP handshake failed", &e))
+                    .map_err(|e| match crate::authorize::challenge_of_handshake(&e) {
+                        Some(challenge) => McpError::Unauthorized {
+                            server: name.clone(),
+                            challenge,
+                        },
+                        None => failed("MCP handshake failed", &e),
+                    })
             }
+        }
+    }
+
+    fn watched<T>(&self, inner: T) -> Watched<T> {
+        Watched {
+            inner,
+            tools_changed: Arc::clone(&self.handler.tools_changed),
+            progress: Arc::clone(&self.progress),
         }
     }
 
@@ -276,9 +332,9 @@ impl McpServer {
             }
         };
         let token = handle.progress_token.clone();
-        lock(&self.handler.progress).insert(token.clone(), progress);
+        lock(&self.progress).insert(token.clone(), progress);
         let _route = Route {
-            routes: Arc::clone(&self.handler.progress),
+            routes: Arc::clone(&self.progress),
             token,
         };
         // Dropped unanswered (the turn was canceled, the call aborted): the server is told.
@@ -327,6 +383,12 @@ impl McpServer {
     }
 
     fn lost(&self, error: rmcp::ServiceError) -> McpError {
+        if let Some(challenge) = crate::authorize::challenge_of(&error) {
+            return McpError::Unauthorized {
+                server: self.spec.name.clone(),
+                challenge,
+            };
+        }
         McpError::Unavailable {
             server: self.spec.name.clone(),
             reason: error.to_string(),

@@ -28,6 +28,28 @@ pub struct McpServerSpec {
     /// Static request headers for `url` (an API key, say): never logged.
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+    /// Per-user authorization for `url`: `"oauth"` (the MCP authorization spec: discovery,
+    /// dynamic registration or `client_id`, PKCE) or `"bearer"` (each user pastes a token).
+    /// A server that answers 401 without it is treated as `"oauth"`.
+    #[serde(default)]
+    pub auth: Option<McpAuth>,
+    /// A pre-registered OAuth client (else Looopy registers itself dynamically).
+    #[serde(default)]
+    pub client_id: Option<String>,
+    #[serde(default)]
+    pub client_secret: Option<String>,
+    /// Scopes to ask for (else the server's challenge or metadata says).
+    #[serde(default)]
+    pub scopes: Vec<String>,
+}
+
+/// How users authorize Looopy to an MCP server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum McpAuth {
+    OAuth,
+    Bearer,
 }
 
 impl std::fmt::Debug for McpServerSpec {
@@ -40,6 +62,13 @@ impl std::fmt::Debug for McpServerSpec {
             .field("env", &self.env.keys().collect::<Vec<_>>())
             .field("url", &self.url)
             .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .field("auth", &self.auth)
+            .field("client_id", &self.client_id)
+            .field(
+                "client_secret",
+                &self.client_secret.as_ref().map(|_| "[redacted]"),
+            )
+            .field("scopes", &self.scopes)
             .finish()
     }
 }
@@ -66,6 +95,10 @@ impl McpServerSpec {
             env: BTreeMap::new(),
             url: None,
             headers: BTreeMap::new(),
+            auth: None,
+            client_id: None,
+            client_secret: None,
+            scopes: Vec::new(),
         }
     }
 
@@ -78,7 +111,17 @@ impl McpServerSpec {
             env: BTreeMap::new(),
             url: Some(url.into()),
             headers: BTreeMap::new(),
+            auth: None,
+            client_id: None,
+            client_secret: None,
+            scopes: Vec::new(),
         }
+    }
+
+    /// Asks each user to authorize (`auth`).
+    pub fn with_auth(mut self, auth: McpAuth) -> Self {
+        self.auth = Some(auth);
+        self
     }
 
     /// `NAME=URL` (an `http://` or `https://` URL) or `NAME=COMMAND ARGS…` (split on
@@ -115,6 +158,11 @@ impl McpServerSpec {
         if !valid {
             return Err(McpError::Config(format!(
                 "MCP server name {name:?}: use 1-32 of A-Z a-z 0-9 _ - (and no \"__\")"
+            )));
+        }
+        if self.auth.is_some() && self.url.is_none() {
+            return Err(McpError::Config(format!(
+                "MCP server {name}: auth needs a url (stdio servers get credentials through env)"
             )));
         }
         self.transport().map(drop)

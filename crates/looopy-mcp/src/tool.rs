@@ -27,6 +27,9 @@ pub struct McpTool {
     name: String,
     description: String,
     schema: Value,
+    /// For a server that needs each user's authorization: calls go through the caller's
+    /// session.
+    auth: Option<Arc<crate::authorize::Authorizer>>,
 }
 
 impl std::fmt::Debug for McpTool {
@@ -63,25 +66,59 @@ impl McpTool {
                 .to_owned(),
             tool,
             schema,
+            auth: server.authorizer(),
         })
     }
 
+    /// A call to `tool` of an authorizing server that is not (yet) in the agent's set.
+    pub(crate) fn routed(
+        server: &Arc<McpServer>,
+        tool: &str,
+        auth: Arc<crate::authorize::Authorizer>,
+    ) -> Self {
+        Self {
+            server: Arc::clone(server),
+            tool: tool.to_owned(),
+            name: format!("{}__{tool}", server.name()),
+            description: String::new(),
+            schema: serde_json::json!({"type": "object"}),
+            auth: Some(auth),
+        }
+    }
+
     async fn run(&self, args: Value, ctx: ToolContext) -> Result<Value, ToolFailure> {
+        let server = match &self.auth {
+            Some(auth) => auth.session(&ctx).await?,
+            None => Arc::clone(&self.server),
+        };
         let (tx, mut rx) = mpsc::channel::<Progress>(32);
-        let call = self.server.call(&self.tool, args, tx, ctx.cancellation());
+        let call = server.call(&self.tool, args, tx, ctx.cancellation());
         tokio::pin!(call);
+        let report = |p: Progress| {
+            let fraction = match p.total {
+                Some(total) if total > 0.0 => p.progress / total,
+                _ => 0.0,
+            };
+            ctx.progress(fraction, p.message.unwrap_or_default())
+        };
         let result = loop {
             tokio::select! {
                 result = &mut call => break result,
-                Some(p) = rx.recv() => {
-                    let fraction = match p.total {
-                        Some(total) if total > 0.0 => p.progress / total,
-                        _ => 0.0,
-                    };
-                    ctx.progress(fraction, p.message.unwrap_or_default()).await;
-                }
+                Some(p) = rx.recv() => report(p).await,
             }
         };
+        // What the server reported before answering is in the channel already.
+        while let Ok(p) = rx.try_recv() {
+            report(p).await;
+        }
+        if let (Some(auth), Err(McpError::Unauthorized { .. })) = (&self.auth, &result) {
+            return Err(auth.reauthorize(&ctx).await);
+        }
+        if self.auth.is_none() && !matches!(result, Err(McpError::Canceled)) {
+            // A change to the tools the server announced before answering is in place
+            // before the model sees this result.
+            self.server.settle_tools().await;
+        }
         let result = match result {
             Ok(result) => result,
             Err(McpError::Canceled) => return Err(ToolFailure::failed("canceled")),

@@ -88,9 +88,9 @@ async fn a_turn_calls_the_servers_tools() {
     .await;
     assert!(mcp.failures().is_empty(), "{:?}", mcp.failures());
     let registry = mcp.registry();
-    let names: Vec<&str> = registry.names().collect();
+    let names: Vec<String> = registry.names().collect();
     for tool in ["echo", "progress", "slow", "fail", "big", "image", "crash"] {
-        assert!(names.contains(&format!("py__{tool}").as_str()), "{names:?}");
+        assert!(names.contains(&format!("py__{tool}")), "{names:?}");
     }
     let echo = registry.get("py__echo").unwrap();
     assert_eq!(echo.parameters()["properties"]["text"]["type"], "string");

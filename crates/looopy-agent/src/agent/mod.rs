@@ -22,11 +22,11 @@ use looopy_store::{Store, StoreError, TaskRecord};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+pub use auth::PendingAuthView;
 pub use builder::AgentBuilder;
 pub use delegation::InputSource;
 pub use follow::{belongs_to, settles};
 pub use handle::{TurnFollower, TurnHandle};
-pub use auth::PendingAuthView;
 pub use pending_input::PendingInputView;
 pub use queue::{ContextQueue, QueuedTurn};
 pub use recovery::Recovered;

@@ -94,6 +94,7 @@ pub struct ToolContext {
     context_id: Option<Arc<str>>,
     auth_request: Arc<Mutex<Option<AuthRequest>>>,
     credentials: Option<crate::credentials::CredentialAccess>,
+    tool_name: Option<Arc<str>>,
 }
 
 impl std::fmt::Debug for ToolContext {
@@ -120,7 +121,20 @@ impl ToolContext {
             context_id: None,
             auth_request: Arc::new(Mutex::new(None)),
             credentials: None,
+            tool_name: None,
         }
+    }
+
+    /// Names the tool the model called (the agent sets it).
+    pub fn with_tool_name(mut self, name: impl Into<String>) -> Self {
+        self.tool_name = Some(Arc::from(name.into()));
+        self
+    }
+
+    /// The name the model called: the tool's own, or — for a tool taking a route
+    /// ([`ToolRegistry::add_route`](super::ToolRegistry::add_route)) — the name it routed.
+    pub fn tool_name(&self) -> Option<&str> {
+        self.tool_name.as_deref()
     }
 
     /// Gives the call the credentials of the principal it runs for (the agent sets it).
@@ -166,7 +180,7 @@ impl ToolContext {
         if let Ok(mut slot) = self.auth_request.lock() {
             *slot = Some(request.clone());
         }
-        ToolFailure::NeedsAuth(request)
+        ToolFailure::NeedsAuth(Box::new(request))
     }
 
     /// The request recorded by [`require_auth`](Self::require_auth), if any.

@@ -83,7 +83,7 @@ where
         Ok(output) => serde_json::to_value(output)
             .map_err(|e| ToolFailure::Failed(format!("result is not valid JSON: {e}"))),
         Err(error) => Err(match (ctx.take_auth_request(), ctx.take_input_request()) {
-            (Some(request), _) => ToolFailure::NeedsAuth(request),
+            (Some(request), _) => ToolFailure::NeedsAuth(Box::new(request)),
             (None, Some(request)) => ToolFailure::NeedsInput(request),
             (None, None) => match (&error as &dyn Any).downcast_ref::<ToolFailure>() {
                 Some(failure) => failure.clone(),

@@ -308,6 +308,7 @@ impl ToolRunner {
         });
         let artifacts = Arc::new(TurnArtifacts::new(self.emitter.clone()));
         let mut ctx = ToolContext::new(call.id.clone())
+            .with_tool_name(call.name.clone())
             .with_context_id(self.emitter.context_id())
             .with_cancellation(token.clone())
             .with_progress(Arc::clone(&progress) as Arc<dyn ProgressSink>)
@@ -345,7 +346,7 @@ impl ToolRunner {
             Some(Ok(Ok(Ok(value)))) => ToolOutcome::Success(value),
             Some(Ok(Ok(Err(failure)))) => match failure {
                 ToolFailure::NeedsInput(request) => ToolOutcome::NeedsInput(request),
-                ToolFailure::NeedsAuth(request) => ToolOutcome::NeedsAuth(request),
+                ToolFailure::NeedsAuth(request) => ToolOutcome::NeedsAuth(*request),
                 ToolFailure::InvalidArguments(e) => {
                     ToolOutcome::Error(format!("invalid arguments for {}: {e}", call.name))
                 }

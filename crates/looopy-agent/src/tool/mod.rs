@@ -16,6 +16,7 @@ mod context;
 mod dynamic;
 pub(crate) mod exec;
 mod func;
+mod live;
 mod registry;
 mod schema;
 pub mod workspace;
@@ -35,6 +36,8 @@ pub use builtin::{CalcError, evaluate};
 pub use context::{InputRequest, ProgressSink, ToolContext};
 pub use dynamic::{DynTool, ToolFuture};
 pub use func::{FnTool, IntoDynTool, tool_fn};
+pub use live::{LiveTools, WeakLiveTools};
+pub use looopy_auth::{AuthRequest, AuthType, Credential, OAuthClient, Secret};
 pub use registry::ToolRegistry;
 pub use schema::{ArgumentValidator, SchemaError, schema_for_args};
 pub use workspace::{Workspace, WorkspaceError, WorkspaceLimits};
@@ -116,6 +119,11 @@ pub enum ToolFailure {
     /// the call is made again with [`ToolContext::provided_input`] set once input arrives.
     #[error("waiting for input: {}", .0.prompt)]
     NeedsInput(InputRequest),
+    /// The tool needs a credential; the turn pauses (`auth-required`, `waiting-auth`) and
+    /// the call is made again once the user has provided it
+    /// ([`ToolContext::credential`] finds it then).
+    #[error("waiting for authorization: {}", .0.message)]
+    NeedsAuth(Box<looopy_auth::AuthRequest>),
 }
 
 impl ToolFailure {

@@ -1,13 +1,20 @@
 //! The set of tools an agent offers, by name, with their compiled argument validators.
 //! A tool is registered only with a schema that compiles.
+//!
+//! Besides its own tools a registry can hold [`LiveTools`]: sets that change while the
+//! agent runs (an MCP server's tools). Every read — [`definitions`](ToolRegistry::definitions)
+//! for a model call, [`get`](ToolRegistry::get) for a tool call — sees them as they are
+//! then, which is why the readers return owned values rather than borrows.
 
-use std::collections::HashMap;
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use looopy_llm::ToolDefinition;
 
 use super::{
-    ArgumentValidator, AskUser, Calculator, CurrentTime, DynTool, IntoDynTool, SchemaError, Tool,
+    ArgumentValidator, AskUser, Calculator, CurrentTime, DynTool, IntoDynTool, LiveTools,
+    SchemaError, Tool,
 };
 
 /// One registered tool: the tool and its compiled argument schema.
@@ -17,11 +24,36 @@ pub(crate) struct RegisteredTool {
     pub(crate) validator: Arc<ArgumentValidator>,
 }
 
-/// Tools by name, in the order they were added (the order the model sees them).
+/// A live set as one registry sees it: all of it, or only the named tools (a sub-agent's
+/// share of its parent's tools).
+#[derive(Clone)]
+struct LiveSource {
+    tools: LiveTools,
+    only: Option<Arc<HashSet<String>>>,
+}
+
+impl LiveSource {
+    fn admits(&self, name: &str) -> bool {
+        self.only.as_ref().is_none_or(|only| only.contains(name))
+    }
+
+    fn same_as(&self, other: &LiveSource) -> bool {
+        self.tools.same_as(&other.tools) && self.only == other.only
+    }
+}
+
+/// Tools by name, in the order they were added (the order the model sees them), then the
+/// tools of its live sets in the order the sets were added. A name the registry already
+/// has hides a live tool of the same name.
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
     tools: Vec<RegisteredTool>,
     by_name: HashMap<String, usize>,
+    live: Vec<LiveSource>,
+    /// Tools that answer calls to names nobody has, by prefix (not offered to the model):
+    /// an MCP server that cannot list its tools before the user authorizes takes every
+    /// `{server}__…` call.
+    routes: Vec<(String, RegisteredTool)>,
 }
 
 impl std::fmt::Debug for ToolRegistry {
@@ -91,12 +123,92 @@ impl ToolRegistry {
         Ok(self)
     }
 
-    /// Adds every tool of `other` (already checked), replacing tools of the same names.
+    /// Adds every tool of `other` (already checked), replacing tools of the same names,
+    /// and its live sets.
     pub fn merge(&mut self, other: ToolRegistry) -> &mut Self {
         for entry in other.tools {
             self.insert(entry);
         }
+        for source in other.live {
+            self.add_source(source);
+        }
+        for (prefix, entry) in other.routes {
+            self.insert_route(prefix, entry);
+        }
         self
+    }
+
+    /// Routes calls to any unknown name starting with `prefix` to `tool` (which sees the
+    /// name with [`ToolContext::tool_name`](super::ToolContext::tool_name)); its schema
+    /// validates their arguments. Routes are not offered to the model.
+    pub fn add_route(
+        &mut self,
+        prefix: impl Into<String>,
+        tool: Arc<dyn DynTool>,
+    ) -> Result<&mut Self, SchemaError> {
+        let validator = Arc::new(ArgumentValidator::new(&tool.parameters())?);
+        self.insert_route(prefix.into(), RegisteredTool { tool, validator });
+        Ok(self)
+    }
+
+    fn insert_route(&mut self, prefix: String, entry: RegisteredTool) {
+        self.routes.retain(|(p, _)| *p != prefix);
+        self.routes.push((prefix, entry));
+    }
+
+    /// Adds a live set: its tools are offered as they are whenever the registry is read.
+    pub fn add_live(&mut self, tools: LiveTools) -> &mut Self {
+        self.add_source(LiveSource { tools, only: None });
+        self
+    }
+
+    /// Adds a live set (builder style).
+    pub fn with_live(mut self, tools: LiveTools) -> Self {
+        self.add_live(tools);
+        self
+    }
+
+    fn add_source(&mut self, source: LiveSource) {
+        if !self.live.iter().any(|s| s.same_as(&source)) {
+            self.live.push(source);
+        }
+    }
+
+    /// The tools as they are now, live sets read, as a registry with no live sets.
+    pub fn snapshot(&self) -> ToolRegistry {
+        let mut out = ToolRegistry::new();
+        for entry in self.resolved().iter() {
+            out.insert(entry.clone());
+        }
+        for (prefix, entry) in &self.routes {
+            out.insert_route(prefix.clone(), entry.clone());
+        }
+        for source in &self.live {
+            for (prefix, entry) in &source.tools.current().routes {
+                out.insert_route(prefix.clone(), entry.clone());
+            }
+        }
+        out
+    }
+
+    /// Every tool as it is now: the registry's own, then each live set's not hidden by an
+    /// earlier name.
+    fn resolved(&self) -> Cow<'_, [RegisteredTool]> {
+        if self.live.is_empty() {
+            return Cow::Borrowed(&self.tools);
+        }
+        let mut out = self.tools.clone();
+        let mut seen: HashSet<String> = self.by_name.keys().cloned().collect();
+        for source in &self.live {
+            let current = source.tools.current();
+            for entry in &current.tools {
+                let name = entry.tool.name();
+                if source.admits(name) && seen.insert(name.to_owned()) {
+                    out.push(entry.clone());
+                }
+            }
+        }
+        Cow::Owned(out)
     }
 
     fn insert(&mut self, entry: RegisteredTool) {
@@ -110,47 +222,103 @@ impl ToolRegistry {
         }
     }
 
-    /// The registered tools, in order, type-erased.
-    pub fn entries(&self) -> impl Iterator<Item = Arc<dyn DynTool>> + '_ {
-        self.tools.iter().map(|e| Arc::clone(&e.tool))
+    /// The registered tools as they are now, in order, type-erased.
+    pub fn entries(&self) -> impl Iterator<Item = Arc<dyn DynTool>> {
+        let tools: Vec<_> = self
+            .resolved()
+            .iter()
+            .map(|e| Arc::clone(&e.tool))
+            .collect();
+        tools.into_iter()
     }
 
-    /// The tool called `name`.
-    pub fn get(&self, name: &str) -> Option<&Arc<dyn DynTool>> {
-        self.entry(name).map(|e| &e.tool)
+    /// The tool called `name`, if there is one now.
+    pub fn get(&self, name: &str) -> Option<Arc<dyn DynTool>> {
+        self.entry(name).map(|e| e.tool)
     }
 
-    pub(crate) fn entry(&self, name: &str) -> Option<&RegisteredTool> {
-        self.by_name.get(name).map(|&i| &self.tools[i])
+    pub(crate) fn entry(&self, name: &str) -> Option<RegisteredTool> {
+        if let Some(&i) = self.by_name.get(name) {
+            return self.tools.get(i).cloned();
+        }
+        self.live
+            .iter()
+            .filter(|source| source.admits(name))
+            .find_map(|source| {
+                let current = source.tools.current();
+                let i = *current.by_name.get(name)?;
+                current.tools.get(i).cloned()
+            })
+            .or_else(|| self.route(name))
     }
 
-    /// Tool names in registration order.
-    pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.tools.iter().map(|e| e.tool.name())
+    /// The route taking an unknown `name`: the registry's own, then its live sets'.
+    fn route(&self, name: &str) -> Option<RegisteredTool> {
+        let own = self
+            .routes
+            .iter()
+            .find(|(prefix, _)| name.starts_with(prefix.as_str()))
+            .map(|(_, entry)| entry.clone());
+        own.or_else(|| {
+            self.live.iter().find_map(|source| {
+                source
+                    .tools
+                    .current()
+                    .routes
+                    .iter()
+                    .find(|(prefix, _)| name.starts_with(prefix.as_str()))
+                    .map(|(_, entry)| entry.clone())
+            })
+        })
     }
 
+    /// Tool names in order, as they are now.
+    pub fn names(&self) -> impl Iterator<Item = String> {
+        let names: Vec<String> = self
+            .resolved()
+            .iter()
+            .map(|e| e.tool.name().to_string())
+            .collect();
+        names.into_iter()
+    }
+
+    /// How many tools there are now.
     pub fn len(&self) -> usize {
-        self.tools.len()
+        self.resolved().len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.tools.is_empty()
+        self.len() == 0
     }
 
     /// The tools of this registry named in `names`, in this registry's order (a
-    /// sub-agent's share of its parent's tools); names it does not hold are ignored.
+    /// sub-agent's share of its parent's tools); names it does not hold are ignored. Live
+    /// sets stay live, narrowed to those names.
     pub(crate) fn subset<'a>(&self, names: impl IntoIterator<Item = &'a str>) -> ToolRegistry {
-        let wanted: std::collections::HashSet<&str> = names.into_iter().collect();
+        let wanted: HashSet<&str> = names.into_iter().collect();
         let mut out = ToolRegistry::new();
         for entry in self.tools.iter().filter(|e| wanted.contains(e.tool.name())) {
             out.insert(entry.clone());
+        }
+        for source in &self.live {
+            let only: HashSet<String> = wanted
+                .iter()
+                .filter(|name| source.admits(name))
+                .map(|name| (*name).to_owned())
+                .collect();
+            if !only.is_empty() {
+                out.add_source(LiveSource {
+                    tools: source.tools.clone(),
+                    only: Some(Arc::new(only)),
+                });
+            }
         }
         out
     }
 
     /// What the model is told about each tool (name, description, argument schema).
     pub fn definitions(&self) -> Vec<ToolDefinition> {
-        self.tools
+        self.resolved()
             .iter()
             .map(|e| ToolDefinition {
                 name: e.tool.name().to_string(),
