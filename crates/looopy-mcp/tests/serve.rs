@@ -307,6 +307,66 @@ async fn a_sub_agents_question_is_the_callers_to_answer() {
     assert_eq!(text(&answered), "Done: helper got teal");
 }
 
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct City {
+    city: String,
+}
+
+#[tokio::test]
+async fn an_authorization_pause_says_where_the_credential_goes_never_through_ask() {
+    use looopy_agent::auth::{AuthRequest, AuthType};
+    use looopy_agent::tool::{ToolContext, ToolFailure, tool_fn};
+    let weather = tool_fn(
+        "weather",
+        "The weather in a city.",
+        |args: City, ctx: ToolContext| async move {
+            match ctx.credential("weather-api").await {
+                Some(_) => Ok::<_, ToolFailure>(format!("Sunny in {}", args.city)),
+                None => Err(ctx.require_auth(AuthRequest::new(
+                    AuthType::ApiKey,
+                    "weather-api",
+                    "Your weather API key, please.",
+                ))),
+            }
+        },
+    );
+    let builder = Agent::builder()
+        .provider(ScriptedProvider::from_responses(vec![
+            Response::new().tool_call("weather", json!({"city": "Oslo"})),
+            Response::new().text("{{last_tool_result}}"),
+        ]))
+        .tool(weather);
+    let served = serve(builder).await;
+    let result = ask(&served, json!({"message": "weather in Oslo?"})).await;
+    assert_eq!(result.is_error, Some(false), "{result:?}");
+    let ids = structured(&result).clone();
+    assert_eq!(ids["state"], "waiting-auth");
+    assert_eq!(ids["auth"]["provider"], "weather-api");
+    assert_eq!(ids["auth"]["taskId"], ids["taskId"]);
+    let text = text(&result);
+    assert!(text.starts_with("Your weather API key, please."), "{text}");
+    assert!(text.contains("not through this tool"), "{text}");
+    // Asking again in the context does not hand the message to the tool as a key.
+    let again = ask(
+        &served,
+        json!({"message": "sk-secret", "contextId": ids["contextId"]}),
+    )
+    .await;
+    assert_eq!(structured(&again)["state"], "waiting-auth");
+    let history = served
+        .agent
+        .store()
+        .load_messages(ids["contextId"].as_str().unwrap())
+        .await
+        .unwrap();
+    assert!(
+        !serde_json::to_string(&history)
+            .unwrap()
+            .contains("sk-secret"),
+        "the message must not enter the conversation"
+    );
+}
+
 #[tokio::test]
 async fn cancelling_the_call_cancels_the_turn() {
     let served = serve(model(vec![

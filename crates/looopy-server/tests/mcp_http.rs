@@ -307,3 +307,41 @@ async fn cancelling_the_call_cancels_the_turn() {
     client.cancel().await.unwrap();
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn an_open_loopback_server_accepts_only_loopback_host_names() {
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let post = |server: &TestServer, host: &str, token: Option<&str>| {
+        let mut request = server
+            .client
+            .post(server.url("/mcp"))
+            .header("host", host)
+            .header("accept", "application/json, text/event-stream")
+            .json(&initialize);
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        request.send()
+    };
+    // No tokens, bound to loopback: a DNS-rebinding page's host name is refused.
+    let open = TestServer::start(vec![]).await;
+    let port = open.addr.port();
+    let rebinding = post(&open, &format!("evil.example:{port}"), None)
+        .await
+        .unwrap();
+    assert_eq!(rebinding.status(), 403);
+    let local = post(&open, &format!("localhost:{port}"), None)
+        .await
+        .unwrap();
+    assert_eq!(local.status(), 200);
+    open.shutdown().await;
+    // With tokens a page has no credentials to rebind with: any name the server has.
+    let guarded = TestServer::with_config(vec![], |config| config.tokens = vec!["t".into()]).await;
+    let port = guarded.addr.port();
+    let named = post(&guarded, &format!("looopy.example:{port}"), Some("t"))
+        .await
+        .unwrap();
+    assert_eq!(named.status(), 200);
+    guarded.shutdown().await;
+}

@@ -12,16 +12,23 @@
 //!   `waiting-input` — also when it is a sub-agent that asked (the turn itself then waits
 //!   for that sub-agent) — and `input` has the question (`taskId` of the task that
 //!   asked, `inputId`, `prompt`, `inputType`, `options`, `schema`).
+//! - A turn paused for an authorization (a tool needs the user's key or OAuth consent) is
+//!   not an error either: `state` is `waiting-auth`, `auth` has the request (`taskId`,
+//!   `authId`, `authType`, `provider`, `prompt`, `authUrl`), and the text says where the
+//!   credential goes — to Looopy itself (the authorization URL, its web page or API),
+//!   never through this tool, whose arguments pass through the calling model. The turn
+//!   goes on by itself once authorized; `ask` in that context meanwhile answers the same.
 //! - Refusals before any turn starts (malformed arguments, someone else's context, a full
 //!   queue, a server shutting down) are error results without structured content.
 
-use looopy_agent::{AgentError, PendingInputView};
+use looopy_agent::{AgentError, PendingAuthView, PendingInputView};
 use looopy_protocol::TaskState;
 use looopy_store::TaskRecord;
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{Map, Value, json};
 
 use super::ServeError;
+use super::ask::Pause;
 
 /// The JSON Schema of `structuredContent`, declared as the tool's `outputSchema`.
 pub(crate) fn output_schema() -> Value {
@@ -35,7 +42,7 @@ pub(crate) fn output_schema() -> Value {
             "taskId": {"type": "string", "description": "This turn of the conversation."},
             "state": {
                 "type": "string",
-                "description": "completed, failed, canceled, rejected; waiting-input when the agent asked a question (answer it with ask and the same contextId)."
+                "description": "completed, failed, canceled, rejected; waiting-input when the agent asked a question (answer it with ask and the same contextId); waiting-auth when it needs an authorization."
             },
             "input": {
                 "type": "object",
@@ -50,6 +57,19 @@ pub(crate) fn output_schema() -> Value {
                 },
                 "required": ["taskId", "inputId", "prompt"]
             },
+            "auth": {
+                "type": "object",
+                "description": "The open authorization request, when state is waiting-auth: give the credential to Looopy itself (authUrl, its web page or API), not to this tool.",
+                "properties": {
+                    "taskId": {"type": "string"},
+                    "authId": {"type": "string"},
+                    "authType": {"type": "string"},
+                    "provider": {"type": "string"},
+                    "prompt": {"type": "string"},
+                    "authUrl": {"type": "string"}
+                },
+                "required": ["taskId", "authId", "prompt"]
+            },
             "error": {
                 "type": "object",
                 "properties": {"code": {"type": "string"}, "message": {"type": "string"}}
@@ -60,11 +80,11 @@ pub(crate) fn output_schema() -> Value {
     })
 }
 
-/// The result for a settled turn (`record` is the conversation's turn; `question` the
-/// open question it, or a sub-agent of it, waits on, with the asking task's id).
+/// The result for a settled turn (`record` is the conversation's turn; `pause` what it,
+/// or a sub-agent of it, waits for, with the asking task's id).
 pub(crate) fn outcome(
     record: &TaskRecord,
-    question: Option<&(String, PendingInputView)>,
+    pause: Option<&Pause>,
     artifacts: &[String],
 ) -> CallToolResult {
     let mut structured = Map::new();
@@ -73,17 +93,24 @@ pub(crate) fn outcome(
     if !artifacts.is_empty() {
         structured.insert("artifacts".into(), json!(artifacts));
     }
-    if let Some((asking, pending)) = question {
-        structured.insert("state".into(), json!(TaskState::WaitingInput.as_str()));
-        let mut input = match serde_json::to_value(pending) {
-            Ok(Value::Object(map)) => map,
-            _ => Map::new(),
-        };
-        input.insert("taskId".into(), json!(asking));
-        input.remove("requireUser");
-        structured.insert("input".into(), Value::Object(input));
-        let text = question_text(&record.context_id, pending);
-        return result(text, structured, false);
+    match pause {
+        Some(Pause::Input(asking, pending)) => {
+            structured.insert("state".into(), json!(TaskState::WaitingInput.as_str()));
+            let mut input = object(pending);
+            input.insert("taskId".into(), json!(asking));
+            input.remove("requireUser");
+            structured.insert("input".into(), Value::Object(input));
+            let text = question_text(&record.context_id, pending);
+            return result(text, structured, false);
+        }
+        Some(Pause::Auth(asking, auth)) => {
+            structured.insert("state".into(), json!(TaskState::WaitingAuth.as_str()));
+            let mut request = object(auth);
+            request.insert("taskId".into(), json!(asking));
+            structured.insert("auth".into(), Value::Object(request));
+            return result(auth_text(asking, auth), structured, false);
+        }
+        None => {}
     }
     structured.insert("state".into(), json!(record.state.as_str()));
     let (text, is_error) = match record.state {
@@ -139,6 +166,30 @@ fn question_text(context_id: &str, pending: &PendingInputView) -> String {
         "\n\n(The agent is waiting for an answer: call ask again with contextId \"{context_id}\" and the answer as message.)"
     ));
     text
+}
+
+/// An authorization request as text: what is needed and where to give it — to Looopy
+/// itself, never through this tool (a credential would pass through the calling model).
+fn auth_text(task_id: &str, auth: &PendingAuthView) -> String {
+    let mut text = auth.prompt.clone();
+    match &auth.auth_url {
+        Some(url) => text.push_str(&format!("\nAuthorize at: {url}")),
+        None => text.push_str(&format!(
+            "\nGive it to Looopy directly — its web page, POST /v1/tasks/{task_id}/auth, or \
+             `looopy resume {task_id} -` — not through this tool."
+        )),
+    }
+    text.push_str(
+        "\n\n(The turn goes on by itself once authorized; its answer is in the conversation.)",
+    );
+    text
+}
+
+fn object(value: &impl serde::Serialize) -> Map<String, Value> {
+    match serde_json::to_value(value) {
+        Ok(Value::Object(map)) => map,
+        _ => Map::new(),
+    }
 }
 
 /// A call cancelled because the host is shutting down: the turn goes on there.

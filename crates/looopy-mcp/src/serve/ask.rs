@@ -6,9 +6,10 @@ use std::pin::pin;
 use std::time::Duration;
 
 use futures::StreamExt;
-use looopy_agent::{Agent, PendingInputView};
+use looopy_agent::{Agent, PendingAuthView, PendingInputView};
 use looopy_protocol::TaskState;
 use looopy_protocol::ids::{ContextId, is_valid_id};
+use looopy_store::TaskRecord;
 use rmcp::model::{CallToolResult, JsonObject};
 use serde::Deserialize;
 use serde_json::Value;
@@ -90,7 +91,10 @@ async fn run<H: McpHost>(
     let begun = match &args.context_id {
         Some(context_id) => {
             host.authorize_context(caller, context_id).await?;
-            continue_context(host, caller, context_id, &args.message).await?
+            match continue_context(host, caller, context_id, &args.message).await? {
+                Continued::Begun(begun) => begun,
+                Continued::Paused(result) => return Ok(result),
+            }
         }
         None => {
             let context_id = ContextId::generate();
@@ -118,22 +122,34 @@ async fn run<H: McpHost>(
         .get_task(&begun.root)
         .await?
         .ok_or_else(|| ServeError::Internal(format!("task {} vanished", begun.root)))?;
-    let question = question_of(agent, &record).await?;
+    let pause = pause_of(agent, &record).await?;
     Ok(answer::outcome(
         &record,
-        question.as_ref(),
+        pause.as_ref(),
         &reporter.completed_artifacts,
     ))
 }
 
+/// What a message to an existing conversation led to.
+enum Continued {
+    /// A turn started, or the paused one resumed with the message as its answer.
+    Begun(Begun),
+    /// The conversation waits for something `ask` cannot give (an authorization): the
+    /// call ends at once, saying so.
+    Paused(CallToolResult),
+}
+
 /// A message to an existing conversation: the answer to the question it is paused on
-/// (its own or a sub-agent's), else a new turn (queued behind a running one).
+/// (its own or a sub-agent's), else a new turn (queued behind a running one). A
+/// conversation paused for an authorization is not continued: credentials go to Looopy
+/// directly, never through a tool call (they would pass through the calling model and its
+/// history), so the call tells where they go.
 async fn continue_context<H: McpHost>(
     host: &H,
     caller: &H::Caller,
     context_id: &str,
     message: &str,
-) -> Result<Begun, ServeError> {
+) -> Result<Continued, ServeError> {
     let agent = host.agent();
     let active = agent
         .store()
@@ -141,6 +157,19 @@ async fn continue_context<H: McpHost>(
         .await
         .map_err(|e| ServeError::Agent(e.into()))?;
     if let Some(active) = active {
+        if let Some(auth) = PendingAuthView::of(&active) {
+            let root = root_of(agent, &active).await?;
+            let record = agent
+                .get_task(&root)
+                .await?
+                .ok_or_else(|| ServeError::Internal(format!("task {root} vanished")))?;
+            let pause = Pause::Auth(active.task_id.clone(), auth);
+            return Ok(Continued::Paused(answer::outcome(
+                &record,
+                Some(&pause),
+                &[],
+            )));
+        }
         let waiting = match PendingInputView::of(&active) {
             Some(pending) => Some((active.clone(), pending)),
             None => agent.waiting_descendant(&active).await?,
@@ -154,18 +183,18 @@ async fn continue_context<H: McpHost>(
             if root != started.task_id {
                 started.follower = started.follower.for_task(root.clone());
             }
-            return Ok(Begun { started, root });
+            return Ok(Continued::Begun(Begun { started, root }));
         }
     }
     let started = host.start_turn(caller, context_id, message).await?;
-    Ok(Begun {
+    Ok(Continued::Begun(Begun {
         root: started.task_id.clone(),
         started,
-    })
+    }))
 }
 
 /// The conversation's turn a (sub-agent's) task belongs to.
-async fn root_of(agent: &Agent, task: &looopy_store::TaskRecord) -> Result<String, ServeError> {
+async fn root_of(agent: &Agent, task: &TaskRecord) -> Result<String, ServeError> {
     let mut id = task.task_id.clone();
     let mut parent = task.parent_task_id.clone();
     for _ in 0..MAX_DEPTH {
@@ -196,18 +225,34 @@ fn answer_value(pending: &PendingInputView, message: &str) -> Value {
     Value::String(message.to_string())
 }
 
-/// The open question of a settled turn, with the task that asked it: the turn's own, or
-/// a sub-agent's it waits for.
-async fn question_of(
-    agent: &Agent,
-    record: &looopy_store::TaskRecord,
-) -> Result<Option<(String, PendingInputView)>, ServeError> {
+/// What a turn that did not finish waits for from outside, with the task that asked.
+pub(crate) enum Pause {
+    /// An answer (`ask` with the same `contextId` gives it).
+    Input(String, PendingInputView),
+    /// A credential, given to Looopy directly.
+    Auth(String, PendingAuthView),
+}
+
+/// The pause of a settled turn: its own, or that of a sub-agent it waits for.
+async fn pause_of(agent: &Agent, record: &TaskRecord) -> Result<Option<Pause>, ServeError> {
     if let Some(pending) = PendingInputView::of(record) {
-        return Ok(Some((record.task_id.clone(), pending)));
+        return Ok(Some(Pause::Input(record.task_id.clone(), pending)));
+    }
+    if let Some(auth) = PendingAuthView::of(record) {
+        return Ok(Some(Pause::Auth(record.task_id.clone(), auth)));
     }
     if record.state == TaskState::WaitingSubtask {
         if let Some((child, pending)) = agent.waiting_descendant(record).await? {
-            return Ok(Some((child.task_id, pending)));
+            return Ok(Some(Pause::Input(child.task_id, pending)));
+        }
+        // A sub-agent waiting for an authorization is the context's newest open task.
+        let active = agent
+            .store()
+            .active_task(&record.context_id)
+            .await
+            .map_err(|e| ServeError::Agent(e.into()))?;
+        if let Some((child, auth)) = active.and_then(|t| PendingAuthView::of(&t).map(|a| (t, a))) {
+            return Ok(Some(Pause::Auth(child.task_id, auth)));
         }
     }
     Ok(None)

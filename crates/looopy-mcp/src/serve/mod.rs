@@ -14,7 +14,9 @@
 //!   a calling model's job simple (it already knows how to continue a conversation), and
 //!   works with every MCP client, unlike elicitation, which few clients support and which
 //!   would hold the call open while a person types. A question whose schema wants JSON
-//!   (a number, a boolean) gets the message parsed as JSON when it is JSON.
+//!   (a number, a boolean) gets the message parsed as JSON when it is JSON. A pause for an
+//!   authorization is reported (`waiting-auth`) but never answered through `ask`: a
+//!   credential must not pass through the calling model.
 //! - **Cancellation.** `notifications/cancelled` for the call — and a dropped connection,
 //!   which the SDK reports the same way — cancels the turn (its sub-agents first). The
 //!   call waits a bounded time for the turn to end. A call cut short by the host's own
