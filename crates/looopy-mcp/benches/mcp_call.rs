@@ -7,9 +7,10 @@
 //!   package) through Looopy's MCP tool;
 //! - `echo` of the npm reference server (`@modelcontextprotocol/server-everything`, node)
 //!   through Looopy's MCP tool;
-//! - the same two servers called with the rmcp client directly (`Peer::call_tool`), which is
-//!   the floor: the pipe, JSON-RPC and the server's own work. The difference to the row
-//!   above is what Looopy adds (progress routing, the tool-list check, result mapping).
+//! - the same two server programs called with the rmcp client directly (`Peer::call_tool`),
+//!   which is the floor: the pipe, JSON-RPC and the server's own work. The difference is
+//!   what Looopy adds (progress routing, the tool-list check, result mapping). The two
+//!   clients take turns call by call, so both see the same machine load.
 //!
 //! A server that is not installed is left out (with a note). Calls per case:
 //! `LOOOPY_BENCH_CALLS` (default 2,000), after 200 warm-up calls.
@@ -22,8 +23,6 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use std::future::Future;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use looopy_agent::tool::{ToolContext, ToolFailure, tool_fn};
@@ -64,24 +63,26 @@ async fn run(calls: usize) {
     );
     let native = looopy_agent::tool::IntoDynTool::into_dyn_tool(native);
     let args = json!({"text": "hello"});
-    let mut i = 0u64;
-    row("native tool", calls, || {
-        i += 1;
-        native.call_json(args.clone(), ToolContext::new(format!("c{i}")))
-    })
-    .await;
+    let mut native_times = Times::default();
+    for i in 0..WARM_UP + calls {
+        let started = Instant::now();
+        native
+            .call_json(args.clone(), ToolContext::new(format!("c{i}")))
+            .await
+            .unwrap();
+        native_times.record(i, started);
+    }
+    native_times.print("native tool");
 
-    let python = support::python_missing().is_none();
-    if python {
+    if support::python_missing().is_none() {
         let spec = McpServerSpec::stdio(
             "py",
             "python3",
             vec![support::python_script().display().to_string()],
         );
-        via_looopy("MCP stdio, Python server", spec, "py__echo", &args, calls).await;
         let mut cmd = tokio::process::Command::new("python3");
         cmd.arg(support::python_script());
-        direct("rmcp directly, Python server", cmd, &args, calls).await;
+        compare("Python server", spec, "py__echo", cmd, &args, calls).await;
     } else {
         println!("| MCP stdio, Python server | not installed | | | |");
     }
@@ -92,18 +93,14 @@ async fn run(calls: usize) {
                 program.display().to_string(),
                 vec!["stdio".into()],
             );
+            let mut cmd = tokio::process::Command::new(&program);
+            cmd.arg("stdio");
             let args = json!({"message": "hello"});
-            via_looopy(
-                "MCP stdio, server-everything (node)",
+            compare(
+                "server-everything (node)",
                 spec,
                 "everything__echo",
-                &args,
-                calls,
-            )
-            .await;
-            direct(
-                "rmcp directly, server-everything",
-                command(&program),
+                cmd,
                 &args,
                 calls,
             )
@@ -113,65 +110,71 @@ async fn run(calls: usize) {
     }
 }
 
-fn command(program: &Path) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new(program);
-    cmd.arg("stdio");
-    cmd
-}
-
-async fn via_looopy(label: &str, spec: McpServerSpec, tool: &str, args: &Value, calls: usize) {
+/// `echo` of one server program through Looopy's MCP tool and through a plain rmcp client
+/// (each with a process of its own), call for call in turn, so both see the same load.
+async fn compare(
+    label: &str,
+    spec: McpServerSpec,
+    tool: &str,
+    mut cmd: tokio::process::Command,
+    args: &Value,
+    calls: usize,
+) {
     let mcp = McpTools::connect(vec![spec]).await;
     assert!(mcp.failures().is_empty(), "{:?}", mcp.failures());
     let tool = mcp.registry().get(tool).unwrap();
-    let mut i = 0u64;
-    row(label, calls, || {
-        i += 1;
-        tool.call_json(args.clone(), ToolContext::new(format!("c{i}")))
-    })
-    .await;
-}
 
-async fn direct(label: &str, cmd: tokio::process::Command, args: &Value, calls: usize) {
+    cmd.stderr(std::process::Stdio::null());
     let transport = rmcp::transport::TokioChildProcess::new(cmd).unwrap();
     let client = ().serve(transport).await.unwrap();
+    let peer = client.peer().clone();
     let Value::Object(arguments) = args.clone() else {
         unreachable!()
     };
-    let peer = client.peer().clone();
-    row(label, calls, || {
-        let peer = peer.clone();
+
+    let (mut looopy, mut direct) = (Times::default(), Times::default());
+    for i in 0..WARM_UP + calls {
+        let started = Instant::now();
+        tool.call_json(args.clone(), ToolContext::new(format!("c{i}")))
+            .await
+            .unwrap();
+        looopy.record(i, started);
+        let started = Instant::now();
         let params = CallToolRequestParams::new("echo").with_arguments(arguments.clone());
-        async move { peer.call_tool(params).await.map(|_| ()) }
-    })
-    .await;
+        peer.call_tool(params).await.unwrap();
+        direct.record(i, started);
+    }
+    looopy.print(&format!("MCP stdio through Looopy, {label}"));
+    direct.print(&format!("MCP stdio, rmcp client directly, {label}"));
     let _ = client.cancel().await;
 }
 
-/// Times `calls` sequential calls of `call` (after the warm-up) and prints one table row.
-async fn row<F, T, E>(label: &str, calls: usize, mut call: impl FnMut() -> F)
-where
-    F: Future<Output = Result<T, E>>,
-    E: std::fmt::Debug,
-{
-    for _ in 0..WARM_UP {
-        call().await.unwrap();
+/// Call durations after the warm-up.
+#[derive(Default)]
+struct Times(Vec<Duration>);
+
+impl Times {
+    fn record(&mut self, i: usize, started: Instant) {
+        let took = started.elapsed();
+        if i >= WARM_UP {
+            self.0.push(took);
+        }
     }
-    let mut times = Vec::with_capacity(calls);
-    for _ in 0..calls {
-        let started = Instant::now();
-        call().await.unwrap();
-        times.push(started.elapsed());
+
+    /// One table row: p50, p90, p99 and mean.
+    fn print(mut self, label: &str) {
+        let times = &mut self.0;
+        times.sort_unstable();
+        let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
+        let mean = times.iter().sum::<Duration>() / u32::try_from(times.len()).unwrap();
+        println!(
+            "| {label} | {} | {} | {} | {} |",
+            show(at(0.50)),
+            show(at(0.90)),
+            show(at(0.99)),
+            show(mean)
+        );
     }
-    times.sort_unstable();
-    let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
-    let mean = times.iter().sum::<Duration>() / u32::try_from(times.len()).unwrap();
-    println!(
-        "| {label} | {} | {} | {} | {} |",
-        show(at(0.50)),
-        show(at(0.90)),
-        show(at(0.99)),
-        show(mean)
-    );
 }
 
 fn show(d: Duration) -> String {
