@@ -34,15 +34,12 @@ pub fn python_script() -> PathBuf {
 /// The npm reference server's program (`mcp-server-everything`): `$LOOOPY_SERVER_EVERYTHING`,
 /// else where `.ci/run` installs it (`target/e2e-node` of the workspace), else on `PATH`.
 pub fn everything() -> Result<PathBuf, String> {
-    if let Some(path) = std::env::var_os("LOOOPY_SERVER_EVERYTHING") {
-        return Ok(path.into());
-    }
     let local = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../target/e2e-node/node_modules/.bin/mcp-server-everything");
-    let program = if local.exists() {
-        local
-    } else {
-        PathBuf::from("mcp-server-everything")
+    let program = match std::env::var_os("LOOOPY_SERVER_EVERYTHING") {
+        Some(path) => PathBuf::from(path),
+        None if local.exists() => local,
+        None => PathBuf::from("mcp-server-everything"),
     };
     // It is a node script: node must be there too. A bad argument makes it print its usage
     // and exit 1 at once, which proves both.
