@@ -5,7 +5,7 @@
 //! tools named `{server}__{tool}`, with the server's JSON Schema. A server that cannot be
 //! started is reported once (a warning, and in [`McpTools::failures`]) and its tools are
 //! absent; it never stops the agent. Each server's tools are a live set
-//! ([`LiveTools`](looopy_agent::tool::LiveTools)) in [`McpTools::registry`]: when the server
+//! ([`looopy_agent::tool::LiveTools`]) in [`McpTools::registry`]: when the server
 //! says `notifications/tools/list_changed` they are listed again, and the agent's next model
 //! call offers the new set (see `listing`). A call:
 //! - reports the server's `notifications/progress` as `tool-progress`;

@@ -70,18 +70,7 @@ impl Turn {
         let index = pending.paused.remove(at);
         let done = pending.paused.is_empty() && !self.cancel.is_cancelled();
         if done {
-            self.record.state = TaskState::Working;
-            self.record.pending = None;
-            self.record.updated_at = chrono::Utc::now();
-            self.shared.store.put_task(&self.record).await?;
-            self.emitter
-                .emit(EventPayload::TaskStatus(TaskStatus {
-                    status: TaskState::Working,
-                    message: None,
-                    error: None,
-                    metadata: Metadata::new(),
-                }))
-                .await?;
+            self.mark_working().await?;
         }
         let call = pending.calls[index].call.clone();
         self.runner
