@@ -66,14 +66,22 @@ impl Agent {
             Some(_) => self.shared.store.load_messages(&record.context_id).await?,
             None => Vec::new(),
         };
-        Ok(Turn::new(
+        let owner = self
+            .shared
+            .store
+            .get_context(&record.context_id)
+            .await?
+            .and_then(|c| c.owner);
+        let turn = Turn::new(
             self.shared.clone(),
             emitter,
             cancel,
             record,
             stored,
             counters,
-        ))
+        );
+        let _ = turn.runner.owner.set(owner);
+        Ok(turn)
     }
 
     /// For a child task about to be resumed by a run of its own: its ancestors are

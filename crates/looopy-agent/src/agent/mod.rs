@@ -239,23 +239,27 @@ impl Agent {
                 .append_messages(&context_id, std::slice::from_ref(&user))
                 .await?;
             emitter.emit(working()).await?;
-            store.load_messages(&context_id).await
+            let owner = store.get_context(&context_id).await?.and_then(|c| c.owner);
+            Ok::<_, looopy_store::StoreError>((store.load_messages(&context_id).await?, owner))
         };
-        let stored = match started.await {
-            Ok(stored) => stored,
+        let (stored, owner) = match started.await {
+            Ok(started) => started,
             Err(error) => {
                 self.abandon(record, &error).await;
                 return Err(error.into());
             }
         };
-        Ok(Turn::new(
+        let turn = Turn::new(
             self.shared.clone(),
             emitter,
             cancel,
             record,
             stored,
             Counters::default(),
-        ))
+        );
+        // Known before any tool runs: no call waits for a lookup of whom it runs for.
+        let _ = turn.runner.owner.set(owner);
+        Ok(turn)
     }
 
     /// Answers the input request `input_id` of paused task `task_id` and resumes the turn

@@ -130,6 +130,8 @@ impl Delegation {
             vec![Message::user(message)],
             Counters::default(),
         );
+        // The child runs for its parent's principal.
+        let _ = turn.runner.owner.set(runner.owner().await);
         let result = turn.drive().await;
         let end = child_end(&turn, result)?;
         turn.finish(end).await?;
