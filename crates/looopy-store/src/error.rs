@@ -30,6 +30,10 @@ pub enum StoreError {
     #[error("sqlite: {0}")]
     Sqlite(#[from] rusqlite::Error),
 
+    /// PostgreSQL reported an error (connection lost, constraint, serialization, …).
+    #[error("postgres: {0}")]
+    Postgres(#[from] tokio_postgres::Error),
+
     /// The database file or its directory could not be created or opened.
     #[error("{action} {path}: {source}")]
     Io {
@@ -121,6 +125,7 @@ impl StoreError {
         use rusqlite::ErrorCode as C;
         match self {
             Self::Unavailable { .. } | Self::Io { .. } | Self::CorruptDatabase { .. } => true,
+            Self::Postgres(error) => postgres_storage_failure(error),
             Self::Rejected { examples, .. } => examples.iter().any(|e| e.write_failed),
             Self::Sqlite(rusqlite::Error::SqliteFailure(error, _)) => matches!(
                 error.code,
@@ -137,6 +142,26 @@ impl StoreError {
                     | C::PermissionDenied
             ),
             _ => false,
+        }
+    }
+}
+
+/// A PostgreSQL error about the server or the connection (lost, refused, out of space,
+/// shutting down, read-only) rather than about the statement or the data.
+fn postgres_storage_failure(error: &tokio_postgres::Error) -> bool {
+    use tokio_postgres::error::SqlState;
+    if error.is_closed() {
+        return true;
+    }
+    match error.code() {
+        // No SQLSTATE: the connection or the protocol failed (I/O, TLS, a dropped socket).
+        None => true,
+        Some(code) => {
+            let class = &code.code()[..2.min(code.code().len())];
+            // 08 connection exception, 53 insufficient resources, 57 operator intervention
+            // (shutdown, cancel), 58 system error (I/O), XX internal error.
+            matches!(class, "08" | "53" | "57" | "58" | "XX")
+                || *code == SqlState::READ_ONLY_SQL_TRANSACTION
         }
     }
 }

@@ -55,12 +55,14 @@ mod error;
 mod event_log;
 mod health;
 mod lock;
+mod postgres;
 mod records;
 mod schema;
 mod store;
 
 pub use error::{LockHolder, RejectedEvent, StoreError};
-pub use event_log::{Batch, EventLog, EventLogStats};
+pub use event_log::{Batch, Doorbell, EventLog, EventLogStats};
+pub use postgres::is_postgres_url;
 pub use health::StorageFailure;
 pub use records::{ArtifactRecord, ContextRecord, TaskRecord};
 pub use schema::SCHEMA_VERSION;

@@ -5,6 +5,7 @@
 //! * `redact` — event normalisers for insta snapshots (feature `redact`);
 //! * `sse` — an SSE client that decodes a response with the WHATWG decoder (feature `sse`);
 //! * `oauth` — a loopback OAuth 2.1 authorization server (feature `oauth`);
+//! * `services` — the machine's PostgreSQL and NATS, a schema per test (feature `services`);
 //! * `server` — a real server on a loopback socket with a real SQLite store and the scripted
 //!   model (feature `server`).
 //!
@@ -19,6 +20,8 @@ pub mod oauth;
 pub mod redact;
 #[cfg(feature = "server")]
 pub mod server;
+#[cfg(feature = "services")]
+pub mod services;
 #[cfg(feature = "sse")]
 pub mod sse;
 #[cfg(feature = "wait")]

@@ -16,10 +16,17 @@
 //! affected beyond their own failed writes.
 
 mod checkpoint;
-mod read;
+mod doorbell;
+mod fences;
+pub(crate) mod ledger;
+pub(crate) mod read;
 mod rows;
 mod tail;
-mod writer;
+pub(crate) mod writer;
+pub(crate) use doorbell::Slot as DoorbellSlot;
+
+pub use doorbell::Doorbell;
+pub(crate) use fences::Fences;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,8 +38,9 @@ use rusqlite::Connection;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, broadcast, mpsc, oneshot};
 
 use crate::db::Pool;
-use crate::health::StorageFailure;
+use crate::health::{Health, StorageFailure};
 use crate::lock::WriterLock;
+use crate::postgres::PgBackend;
 use crate::{StoreError, StoreOptions};
 
 /// A batch of committed events, as delivered to subscribers.
@@ -54,6 +62,43 @@ pub struct EventLogStats {
     pub writer_checkpoints: u64,
 }
 
+/// Where the log is read from: the SQLite pool, or PostgreSQL.
+#[derive(Clone)]
+pub(crate) enum Reader {
+    Sqlite(Arc<Pool>),
+    Postgres(Arc<PgBackend>),
+}
+
+impl Reader {
+    pub(crate) fn health(&self) -> &Arc<Health> {
+        match self {
+            Reader::Sqlite(pool) => pool.health(),
+            Reader::Postgres(pg) => pg.health(),
+        }
+    }
+
+    pub(crate) async fn read_after(
+        &self,
+        context_id: &str,
+        after_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<Event>, StoreError> {
+        match self {
+            Reader::Sqlite(pool) => read::read_after(pool, context_id, after_seq, limit).await,
+            Reader::Postgres(pg) => {
+                crate::postgres::events::read_after(pg, context_id, after_seq, limit).await
+            }
+        }
+    }
+
+    pub(crate) async fn last_seq(&self, context_id: &str) -> Result<u64, StoreError> {
+        match self {
+            Reader::Sqlite(pool) => read::last_seq(pool, context_id).await,
+            Reader::Postgres(pg) => crate::postgres::events::last_seq(pg, context_id).await,
+        }
+    }
+}
+
 #[derive(Default)]
 pub(crate) struct Stats {
     batches_committed: AtomicU64,
@@ -64,7 +109,7 @@ pub(crate) struct Stats {
 }
 
 impl Stats {
-    fn committed(&self, events: usize) {
+    pub(crate) fn committed(&self, events: usize) {
         let events = events as u64;
         self.batches_committed.fetch_add(1, Ordering::Relaxed);
         self.events_committed.fetch_add(events, Ordering::Relaxed);
@@ -75,11 +120,11 @@ impl Stats {
         self.writer_checkpoints.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn rejected(&self) {
+    pub(crate) fn rejected(&self) {
         self.events_rejected.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn snapshot(&self) -> EventLogStats {
+    pub(crate) fn snapshot(&self) -> EventLogStats {
         EventLogStats {
             batches_committed: self.batches_committed.load(Ordering::Relaxed),
             events_committed: self.events_committed.load(Ordering::Relaxed),
@@ -125,8 +170,13 @@ struct Shared {
     /// Weak, so that the writer holds the only strong sender and subscribers see `Closed`
     /// once it has stopped.
     live: broadcast::WeakSender<Batch>,
-    reader: Arc<Pool>,
+    reader: Reader,
     stats: Arc<Stats>,
+    /// The context leases this process holds, checked by the PostgreSQL writer in every
+    /// append transaction (fencing).
+    fences: Arc<Fences>,
+    /// Rung after every committed batch, so other replicas deliver it (scale-out).
+    doorbell: Arc<doorbell::Slot>,
     /// Opened with [`Store::open_read_only`](crate::Store::open_read_only): no writer.
     read_only: bool,
     #[allow(
@@ -208,13 +258,50 @@ impl EventLog {
                 budget: Arc::new(Semaphore::new(budget_permits(options.queue_bytes) as usize)),
                 budget_total: budget_permits(options.queue_bytes),
                 live: weak_live,
-                reader,
+                reader: Reader::Sqlite(reader),
                 stats,
+                fences: Arc::new(Fences::default()),
+                doorbell: Arc::new(doorbell::Slot::default()),
                 read_only: false,
                 writer: WriterThread(Some(handle)),
                 lock,
             }),
         })
+    }
+
+    /// Starts the PostgreSQL writer task (on the current tokio runtime).
+    pub(crate) fn start_postgres(pg: Arc<PgBackend>, options: &StoreOptions) -> EventLog {
+        let (queue, commands) = mpsc::channel(options.queue_capacity.max(1));
+        let (live, _) = broadcast::channel(options.broadcast_capacity.max(1));
+        let weak_live = live.downgrade();
+        let stats = Arc::new(Stats::default());
+        let fences = Arc::new(Fences::new(options.replica_id.clone()));
+        let doorbell = Arc::new(doorbell::Slot::default());
+        let writer = crate::postgres::events::Writer::new(
+            Arc::clone(&pg),
+            commands,
+            live,
+            Arc::clone(&stats),
+            options.max_batch,
+            Arc::clone(&fences),
+            Arc::clone(&doorbell),
+        );
+        tokio::spawn(writer.run());
+        EventLog {
+            shared: Arc::new(Shared {
+                queue,
+                budget: Arc::new(Semaphore::new(budget_permits(options.queue_bytes) as usize)),
+                budget_total: budget_permits(options.queue_bytes),
+                live: weak_live,
+                reader: Reader::Postgres(pg),
+                stats,
+                fences,
+                doorbell,
+                read_only: false,
+                writer: WriterThread(None),
+                lock: None,
+            }),
+        }
     }
 
     /// A log that can only be read: appends and flushes fail with [`StoreError::ReadOnly`],
@@ -229,8 +316,10 @@ impl EventLog {
                 budget: Arc::new(Semaphore::new(1)),
                 budget_total: 1,
                 live: live.downgrade(),
-                reader,
+                reader: Reader::Sqlite(reader),
                 stats: Arc::new(Stats::default()),
+                fences: Arc::new(Fences::default()),
+                doorbell: Arc::new(doorbell::Slot::default()),
                 read_only: true,
                 writer: WriterThread(None),
                 lock: None,
@@ -349,12 +438,15 @@ impl EventLog {
         after_seq: u64,
         limit: usize,
     ) -> Result<Vec<Event>, StoreError> {
-        read::read_after(&self.shared.reader, context_id, after_seq, limit).await
+        self.shared
+            .reader
+            .read_after(context_id, after_seq, limit)
+            .await
     }
 
     /// The highest committed `seq` of a context; 0 if it has no events.
     pub async fn last_seq(&self, context_id: &str) -> Result<u64, StoreError> {
-        read::last_seq(&self.shared.reader, context_id).await
+        self.shared.reader.last_seq(context_id).await
     }
 
     /// Replay-then-live stream of one context's events with `seq > after_seq`: reads the
@@ -370,7 +462,7 @@ impl EventLog {
         // Subscribe before the first read, so nothing committed after it can be missed.
         let live = self.subscribe();
         tail::tail(
-            Arc::clone(&self.shared.reader),
+            self.shared.reader.clone(),
             live,
             context_id.to_string(),
             after_seq,

@@ -6,17 +6,21 @@
 //! a page is read, or arrives on the receiver later (or both — then the `seq <= last` check
 //! drops the copy). After `Lagged`, the skipped batches are all committed, so reading the
 //! log from the last delivered `seq` recovers them.
+//!
+//! With several replicas, batches committed elsewhere arrive through the bus (see
+//! [`Doorbell`](super::Doorbell)) and may overtake each other or go missing: a live event
+//! whose `seq` is not the next one sends the tail back to the log, which has everything
+//! committed, so a late or lost message never causes a gap or a duplicate.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 
 use futures::Stream;
 use looopy_protocol::Event;
 use tokio::sync::broadcast::{self, error::RecvError};
 
 use super::Batch;
+use super::Reader;
 use crate::StoreError;
-use crate::db::Pool;
 
 /// Events read from the log per query while replaying.
 pub(super) const PAGE: usize = 512;
@@ -30,7 +34,7 @@ enum Phase {
 }
 
 struct Tail {
-    reader: Arc<Pool>,
+    reader: Reader,
     live: broadcast::Receiver<Batch>,
     context_id: String,
     /// The highest seq queued for delivery so far.
@@ -42,7 +46,7 @@ struct Tail {
 }
 
 pub(super) fn tail(
-    reader: Arc<Pool>,
+    reader: Reader,
     live: broadcast::Receiver<Batch>,
     context_id: String,
     after_seq: u64,
@@ -71,13 +75,10 @@ impl Tail {
             match self.phase {
                 Phase::Done => return None,
                 Phase::Replay => {
-                    let page = match super::read::read_after(
-                        &self.reader,
-                        &self.context_id,
-                        self.last,
-                        PAGE,
-                    )
-                    .await
+                    let page = match self
+                        .reader
+                        .read_after(&self.context_id, self.last, PAGE)
+                        .await
                     {
                         Ok(page) => page,
                         Err(error) => {
@@ -100,10 +101,18 @@ impl Tail {
                 Phase::Live => match self.live.recv().await {
                     Ok(batch) => {
                         for event in batch.iter() {
-                            if event.context_id == self.context_id && event.seq > self.last {
-                                self.last = event.seq;
-                                self.ready.push_back(event.clone());
+                            if event.context_id != self.context_id || event.seq <= self.last {
+                                continue;
                             }
+                            if event.seq > self.last + 1 {
+                                // A batch from another replica overtook one we have not
+                                // seen (or its doorbell was lost): the log has both.
+                                tracing::debug!(context_id = %self.context_id, after = self.last, got = event.seq, "gap in live events; reading the log");
+                                self.phase = Phase::Replay;
+                                break;
+                            }
+                            self.last = event.seq;
+                            self.ready.push_back(event.clone());
                         }
                     }
                     Err(RecvError::Lagged(skipped)) => {

@@ -10,30 +10,19 @@ use std::sync::Arc;
 
 use looopy_protocol::Event;
 use rusqlite::{Connection, TransactionBehavior};
-use tokio::sync::{OwnedSemaphorePermit, broadcast, mpsc, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, broadcast, mpsc};
 
 use super::checkpoint::Checkpointer;
 use super::rows::{self, ContextMemo, Encoder};
 use super::{Batch, Command, Stats};
 use crate::health::Health;
-use crate::{RejectedEvent, StoreError};
+use super::ledger::{AFTER_FAILED_WRITE, Ledger};
 
 /// Contexts whose last `seq` the writer remembers; past this the memo starts over (misses
 /// cost one indexed `MAX(seq)` lookup).
 const SEQ_MEMO_LIMIT: usize = 65_536;
-/// Rejected events kept as examples for the next flush's error.
-const REJECTION_EXAMPLES: usize = 16;
-
-type Reply = oneshot::Sender<Result<(), StoreError>>;
-/// A flush waiting for its answer: for one context, or for all.
-type FlushReply = (Option<String>, Reply);
-
-/// Refused events of one context not yet reported by a flush.
-#[derive(Debug, Default)]
-struct Rejections {
-    count: u64,
-    examples: Vec<RejectedEvent>,
-}
+type Reply = super::ledger::Reply;
+type FlushReply = super::ledger::FlushReply;
 
 /// Histogram: the time to commit one batch (one transaction, or one per event after a
 /// failed batch), which is what every append waits for.
@@ -43,7 +32,7 @@ pub(crate) const EVENTS_TOTAL: &str = "looopy_events_total";
 
 /// Adds a batch's committed events to `looopy_events_total`, one counter update per kind
 /// (a batch is mostly one kind, deltas), not one per event.
-fn count_kinds(committed: &[Event]) {
+pub(crate) fn count_kinds(committed: &[Event]) {
     let mut counts: Vec<(&'static str, u64)> = Vec::new();
     for event in committed {
         let kind = event.kind();
@@ -57,9 +46,6 @@ fn count_kinds(committed: &[Event]) {
     }
 }
 
-/// The reason given for events refused because an earlier event of their context failed.
-const AFTER_FAILED_WRITE: &str = "an earlier event of this context could not be written";
-
 pub(super) struct Writer {
     conn: Connection,
     commands: mpsc::Receiver<Command>,
@@ -69,8 +55,8 @@ pub(super) struct Writer {
     /// Highest accepted `seq` (and row key) per context, to refuse non-increasing seqs
     /// without a query.
     contexts: HashMap<String, ContextMemo>,
-    /// Per context, so a flush reports only its own context's refusals.
-    rejections: HashMap<String, Rejections>,
+    /// Refusals not yet reported, and the contexts whose writes failed.
+    ledger: Ledger,
     /// Which contexts' writes failed; shared with producers and subscribers.
     health: Arc<Health>,
     /// Reused serialization buffers: no allocation per event.
@@ -93,10 +79,10 @@ impl Writer {
             conn,
             commands,
             live,
-            stats,
+            stats: Arc::clone(&stats),
             max_batch: max_batch.max(1),
             contexts: HashMap::new(),
-            rejections: HashMap::new(),
+            ledger: Ledger::new(Arc::clone(&health), Arc::clone(&stats)),
             health,
             encoder: Encoder::new(),
             checkpointer,
@@ -164,41 +150,8 @@ impl Writer {
         }
     }
 
-    /// Tells waiters their events are durable, or which were refused since the last answer
-    /// — of `context_id` only, or of every context for `None` — and lets the context(s)
-    /// write again after a failed write.
     fn answer(&mut self, context_id: Option<&str>, replies: impl Iterator<Item = Reply>) {
-        let (count, examples) = match context_id {
-            Some(context_id) => self
-                .rejections
-                .remove(context_id)
-                .map(|r| (r.count, r.examples))
-                .unwrap_or_default(),
-            None => {
-                let mut all = std::mem::take(&mut self.rejections).into_values();
-                let mut count = 0;
-                let mut examples = Vec::new();
-                for rejections in all.by_ref() {
-                    count += rejections.count;
-                    let room = REJECTION_EXAMPLES.saturating_sub(examples.len());
-                    examples.extend(rejections.examples.into_iter().take(room));
-                }
-                (count, examples)
-            }
-        };
-        self.health.clear(context_id);
-        for reply in replies {
-            let result = if count == 0 {
-                Ok(())
-            } else {
-                Err(StoreError::Rejected {
-                    count,
-                    examples: examples.clone(),
-                })
-            };
-            // The waiter may have given up (its future dropped); nothing to do then.
-            let _ = reply.send(result);
-        }
+        self.ledger.answer(context_id, replies);
     }
 
     /// Writes one batch: refuses bad sequence numbers, inserts the rest in one transaction
@@ -282,22 +235,7 @@ impl Writer {
     }
 
     fn reject(&mut self, event: &Event, reason: String, write_failed: bool) {
-        // After a failed write the rest of the context's run is refused too: one line for
-        // the failure (logged by `Health`), not one per event.
-        if reason != AFTER_FAILED_WRITE {
-            tracing::warn!(context_id = %event.context_id, seq = event.seq, %reason, "event rejected by the event log");
-        }
-        self.stats.rejected();
-        let rejections = self.rejections.entry(event.context_id.clone()).or_default();
-        rejections.count += 1;
-        if rejections.examples.len() < REJECTION_EXAMPLES {
-            rejections.examples.push(RejectedEvent {
-                context_id: event.context_id.clone(),
-                seq: event.seq,
-                reason,
-                write_failed,
-            });
-        }
+        self.ledger.reject(event, reason, write_failed);
     }
 
     /// One transaction for the whole batch. Returns the indices of events that could not
@@ -445,8 +383,8 @@ mod tests {
         assert_eq!(live.try_recv().unwrap().len(), 1); // "c"
         let delivered = live.try_recv().unwrap();
         assert_eq!(delivered.iter().map(|e| e.seq).collect::<Vec<_>>(), [3]);
-        assert_eq!(writer.rejections["a"].count, 1);
-        assert_eq!(writer.rejections["a"].examples[0].seq, 2);
+        assert_eq!(writer.ledger.rejections["a"].count, 1);
+        assert_eq!(writer.ledger.rejections["a"].examples[0].seq, 2);
         assert_eq!(writer.contexts.get("a").map(|m| m.last_seq), Some(3));
     }
 
@@ -478,8 +416,8 @@ mod tests {
         let (mut writer, _live) = writer(&dir);
         writer.commit(vec![event("a", 100)]);
         writer.commit((1..=40).map(|seq| event("a", seq)).collect());
-        assert_eq!(writer.rejections["a"].count, 40);
-        assert_eq!(writer.rejections["a"].examples.len(), REJECTION_EXAMPLES);
+        assert_eq!(writer.ledger.rejections["a"].count, 40);
+        assert_eq!(writer.ledger.rejections["a"].examples.len(), super::super::ledger::REJECTION_EXAMPLES);
     }
 
     #[test]
@@ -529,9 +467,9 @@ mod tests {
         let delivered = live.try_recv().unwrap();
         assert_eq!(delivered.len(), 1);
         assert_eq!(delivered[0].context_id, "b");
-        assert_eq!(writer.rejections["a"].count, 2);
+        assert_eq!(writer.ledger.rejections["a"].count, 2);
         assert!(
-            writer.rejections["a"]
+            writer.ledger.rejections["a"]
                 .examples
                 .iter()
                 .all(|e| e.write_failed)

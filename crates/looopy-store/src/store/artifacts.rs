@@ -89,7 +89,7 @@ impl Store {
         let a = a.clone();
         let metadata = encode_json(&a.metadata)?;
         let dir = files::content_dir(self.path());
-        self.pool()
+        self.pool()?
             .run(move |conn| {
                 let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
                 tx.prepare_cached("DELETE FROM artifact_chunks WHERE artifact_id = ?1")?
@@ -126,7 +126,7 @@ impl Store {
         let artifact_id = artifact_id.to_string();
         let chunk = chunk.to_string();
         let dir = files::content_dir(self.path());
-        self.pool()
+        self.pool()?
             .run(move |conn| {
                 let file = files::content_file(&dir, &artifact_id);
                 if let Some(file) = &file {
@@ -183,7 +183,7 @@ impl Store {
         patch: serde_json::Value,
     ) -> Result<(), StoreError> {
         let artifact_id = artifact_id.to_string();
-        self.pool()
+        self.pool()?
             .run(move |conn| {
                 let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
                 let current: Option<String> = tx
@@ -226,7 +226,7 @@ impl Store {
     ) -> Result<Option<ArtifactRecord>, StoreError> {
         let artifact_id = artifact_id.to_string();
         let dir = files::content_dir(self.path());
-        self.pool()
+        self.pool()?
             .run(move |conn| {
                 let tx = conn.transaction()?;
                 let found = tx
@@ -265,7 +265,7 @@ impl Store {
         value: &str,
     ) -> Result<Vec<ArtifactRecord>, StoreError> {
         let value = value.to_string();
-        self.pool()
+        self.pool()?
             .run(move |conn| {
                 let raws = conn
                     .prepare_cached(&format!(
@@ -318,7 +318,7 @@ impl Store {
     ) -> Result<Vec<ArtifactRecord>, StoreError> {
         let value = value.to_string();
         let dir = files::content_dir(self.path());
-        self.pool()
+        self.pool()?
             .run(move |conn| {
                 let tx = conn.transaction()?;
                 let raws = tx

@@ -79,7 +79,7 @@ impl Store {
     ) -> Result<ContextRecord, StoreError> {
         let context_id = context_id.to_string();
         let owner = owner.map(str::to_string);
-        self.pool()
+        self.pool()?
             .run(move |conn| {
                 let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
                 let now = encode_time(&Utc::now());
@@ -101,7 +101,7 @@ impl Store {
     /// The context, if it exists.
     pub async fn get_context(&self, context_id: &str) -> Result<Option<ContextRecord>, StoreError> {
         let context_id = context_id.to_string();
-        self.pool()
+        self.pool()?
             .run(move |conn| select_one(conn, &context_id))
             .await
     }
@@ -112,7 +112,7 @@ impl Store {
         owner: Option<&str>,
     ) -> Result<Vec<ContextRecord>, StoreError> {
         let owner = owner.map(str::to_string);
-        self.pool()
+        self.pool()?
             .run(move |conn| {
                 let order = "ORDER BY updated_at DESC, created_at DESC, context_id";
                 let rows = match &owner {
@@ -146,7 +146,7 @@ impl Store {
         let owner = owner.map(str::to_string);
         let after = after.map(|c| (encode_time(&c.updated_at), c.context_id.clone()));
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        self.pool()
+        self.pool()?
             .run(move |conn| {
                 let owned = if owner.is_some() {
                     "owner = ?1"
@@ -179,7 +179,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         let context_id = context_id.to_string();
         let title = title.map(str::to_string);
-        self.pool()
+        self.pool()?
             .run(move |conn| {
                 let changed = conn
                     .prepare_cached("UPDATE contexts SET title = ?2 WHERE context_id = ?1")?

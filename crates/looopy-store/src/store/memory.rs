@@ -42,7 +42,7 @@ impl Store {
             ..StoreOptions::default()
         };
         let store = Store::open_with(dir.path().join("looopy.db"), options)?;
-        store.pool().own_directory(dir);
+        store.pool()?.own_directory(dir);
         Ok(store)
     }
 }

@@ -24,7 +24,7 @@ impl Store {
             .iter()
             .map(encode_json)
             .collect::<Result<Vec<_>, _>>()?;
-        self.pool()
+        self.pool()?
             .run(move |conn| {
                 let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
                 let last: Option<i64> = tx
@@ -50,7 +50,7 @@ impl Store {
     /// A context's whole history, oldest first (empty when there is none).
     pub async fn load_messages(&self, context_id: &str) -> Result<Vec<Message>, StoreError> {
         let context_id = context_id.to_string();
-        self.pool()
+        self.pool()?
             .run(move |conn| {
                 let mut stmt = conn.prepare_cached(
                     "SELECT position, data FROM messages WHERE context_id = ?1 ORDER BY position",
@@ -85,7 +85,7 @@ impl Store {
         let context_id = context_id.to_string();
         let after = after.map_or(-1, |p| i64::try_from(p).unwrap_or(i64::MAX));
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        self.pool()
+        self.pool()?
             .run(move |conn| {
                 let mut stmt = conn.prepare_cached(
                     "SELECT position, data FROM messages WHERE context_id = ?1 AND position > ?2
@@ -115,7 +115,7 @@ impl Store {
             .iter()
             .map(encode_json)
             .collect::<Result<Vec<_>, _>>()?;
-        self.pool()
+        self.pool()?
             .run(move |conn| {
                 let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
                 tx.prepare_cached("DELETE FROM messages WHERE context_id = ?1")?
@@ -138,7 +138,7 @@ impl Store {
     /// Forgets a context's history (the context and its events stay).
     pub async fn clear_messages(&self, context_id: &str) -> Result<(), StoreError> {
         let context_id = context_id.to_string();
-        self.pool()
+        self.pool()?
             .run(move |conn| {
                 conn.prepare_cached("DELETE FROM messages WHERE context_id = ?1")?
                     .execute([&context_id])?;

@@ -25,6 +25,7 @@ use crate::db::{Pool, create_parent_dir, open_connection, open_read_only_connect
 use crate::event_log::EventLog;
 use crate::health::Health;
 use crate::lock::WriterLock;
+use crate::postgres::PgBackend;
 use crate::{StoreError, schema};
 
 /// Tuning knobs; [`Default`] suits a single server process.
@@ -59,6 +60,16 @@ pub struct StoreOptions {
     /// start-up with [`StoreError::CorruptDatabase`] instead of failing a turn later. It
     /// reads the whole file once (about a second per GiB).
     pub verify_on_open: bool,
+    /// Who this process is among replicas sharing a PostgreSQL store: the owner written in
+    /// the context leases it takes. Default: host name, process id and a random suffix.
+    pub replica_id: String,
+    /// PostgreSQL only: the schema to keep the tables in (created if missing), so one
+    /// database can hold several stores. Default: the connection's `search_path`.
+    pub pg_schema: Option<String>,
+    /// PostgreSQL only: most connections in the pool.
+    pub pg_max_connections: usize,
+    /// PostgreSQL only: how long to wait for a connection.
+    pub connect_timeout: Duration,
 }
 
 impl Default for StoreOptions {
@@ -74,6 +85,10 @@ impl Default for StoreOptions {
             wal_rewind_pages: 16_384,
             lock_holder: default_holder(),
             verify_on_open: true,
+            replica_id: default_replica_id(),
+            pg_schema: None,
+            pg_max_connections: 16,
+            connect_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -86,16 +101,23 @@ pub struct Store {
 
 struct StoreInner {
     path: PathBuf,
-    pool: Arc<Pool>,
+    backend: Backend,
     log: EventLog,
     /// Also held by the event log, which outlives this when cloned; `None` when read-only.
     lock: Option<Arc<WriterLock>>,
 }
 
+/// Where the records live: a SQLite file (with its connection pool) or a PostgreSQL
+/// database shared with other replicas.
+pub(crate) enum Backend {
+    Sqlite(Arc<Pool>),
+    Postgres(Arc<PgBackend>),
+}
+
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store")
-            .field("path", &self.inner.path)
+            .field("location", &self.location())
             .finish_non_exhaustive()
     }
 }
@@ -145,7 +167,7 @@ impl Store {
         Ok(Store {
             inner: Arc::new(StoreInner {
                 path,
-                pool,
+                backend: Backend::Sqlite(pool),
                 log,
                 lock: Some(lock),
             }),
@@ -187,32 +209,76 @@ impl Store {
         Ok(Store {
             inner: Arc::new(StoreInner {
                 path,
-                pool,
+                backend: Backend::Sqlite(pool),
                 log,
                 lock: None,
             }),
         })
     }
 
+    /// Connects to the PostgreSQL database at `url` (`postgres://user@host/db`), runs
+    /// pending migrations and starts the event-log writer: the store that many replicas share.
+    /// Every method behaves as on a SQLite file; see the crate docs' "Backends".
+    pub async fn connect(url: &str) -> Result<Store, StoreError> {
+        Self::connect_with(url, StoreOptions::default()).await
+    }
+
+    /// [`connect`](Self::connect) with explicit options ([`StoreOptions::pg_schema`],
+    /// [`StoreOptions::replica_id`], …).
+    pub async fn connect_with(url: &str, options: StoreOptions) -> Result<Store, StoreError> {
+        let pg = Arc::new(
+            PgBackend::connect(
+                url,
+                options.pg_schema.as_deref(),
+                options.pg_max_connections,
+                options.connect_timeout,
+            )
+            .await?,
+        );
+        let log = EventLog::start_postgres(Arc::clone(&pg), &options);
+        Ok(Store {
+            inner: Arc::new(StoreInner {
+                path: PathBuf::new(),
+                backend: Backend::Postgres(pg),
+                log,
+                lock: None,
+            }),
+        })
+    }
+
+    /// Opens `target`: a PostgreSQL URL ([`connect_with`](Self::connect_with)) or a SQLite
+    /// file path ([`open_with`](Self::open_with), on the blocking pool).
+    pub async fn open_target(target: &str, options: StoreOptions) -> Result<Store, StoreError> {
+        if crate::postgres::is_postgres_url(target) {
+            return Self::connect_with(target, options).await;
+        }
+        let path = PathBuf::from(target);
+        tokio::task::spawn_blocking(move || Self::open_with(path, options))
+            .await
+            .map_err(|e| StoreError::Background(e.to_string()))?
+    }
+
     /// Whether this handle was opened with [`open_read_only`](Self::open_read_only).
     pub fn is_read_only(&self) -> bool {
-        self.inner.lock.is_none()
+        matches!(self.inner.backend, Backend::Sqlite(_)) && self.inner.lock.is_none()
     }
 
     /// Records in the database's lock file where this process can be reached (e.g. a
     /// server's URL once it has bound its port), so a second process that is refused the
     /// database can tell its user where to go instead.
     pub fn set_holder_address(&self, address: &str) -> Result<(), StoreError> {
-        match &self.inner.lock {
-            Some(lock) => lock.set_address(address),
-            None => Err(StoreError::ReadOnly),
+        match (&self.inner.lock, &self.inner.backend) {
+            (Some(lock), _) => lock.set_address(address),
+            // Replicas share the database: there is no single holder to name.
+            (None, Backend::Postgres(_)) => Ok(()),
+            (None, Backend::Sqlite(_)) => Err(StoreError::ReadOnly),
         }
     }
 
     /// False after a write failed for a storage reason (disk full, I/O error, read-only file
     /// system) until a write succeeds again. Cheap; see [`check_writable`](Self::check_writable).
     pub fn is_writable(&self) -> bool {
-        !self.is_read_only() && !self.pool().health().is_degraded()
+        !self.is_read_only() && !self.health().is_degraded()
     }
 
     /// Ok when writes can be expected to succeed: at once while no write has failed;
@@ -224,11 +290,14 @@ impl Store {
         if self.is_read_only() {
             return Err(StoreError::ReadOnly);
         }
-        let health = Arc::clone(self.pool().health());
+        let health = Arc::clone(self.health());
         if !health.is_degraded() {
             return Ok(());
         }
-        let probe = self.pool().run(probe_write).await;
+        let probe = match &self.inner.backend {
+            Backend::Sqlite(pool) => pool.run(probe_write).await,
+            Backend::Postgres(pg) => pg.ping().await,
+        };
         match probe {
             Ok(()) => {
                 health.recovered();
@@ -245,14 +314,41 @@ impl Store {
         &self.inner.log
     }
 
-    /// The database file.
+    /// The database file; empty for a PostgreSQL store (see [`location`](Self::location)).
     pub fn path(&self) -> &Path {
         &self.inner.path
     }
 
-    /// The schema version recorded in the file.
+    /// Where the store lives, for people: the SQLite file's path, or the PostgreSQL URL
+    /// without its password.
+    pub fn location(&self) -> String {
+        match &self.inner.backend {
+            Backend::Sqlite(_) => self.inner.path.display().to_string(),
+            Backend::Postgres(pg) => pg.location().to_string(),
+        }
+    }
+
+    /// Whether this store is a PostgreSQL database shared by replicas.
+    pub fn is_shared(&self) -> bool {
+        matches!(self.inner.backend, Backend::Postgres(_))
+    }
+
+    /// The schema version recorded in the database (the SQLite file's and the PostgreSQL
+    /// schema's versions count separately: see [`SCHEMA_VERSION`](crate::SCHEMA_VERSION)).
     pub async fn schema_version(&self) -> Result<i64, StoreError> {
-        self.pool().run(|conn| schema::current_version(conn)).await
+        match &self.inner.backend {
+            Backend::Sqlite(pool) => pool.run(|conn| schema::current_version(conn)).await,
+            Backend::Postgres(pg) => pg.schema_version().await,
+        }
+    }
+
+    /// Ok when the database answers now: a round trip for PostgreSQL (refusing a read-only
+    /// standby), the writability check for a SQLite file. For readiness probes.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        match &self.inner.backend {
+            Backend::Sqlite(_) => self.check_writable().await,
+            Backend::Postgres(pg) => pg.ping().await,
+        }
     }
 
     /// Commits every queued event and stops the event-log writer; later appends fail with
@@ -261,9 +357,45 @@ impl Store {
         self.inner.log.close().await
     }
 
-    fn pool(&self) -> &Arc<Pool> {
-        &self.inner.pool
+    /// The SQLite connection pool; an error for a PostgreSQL store (whose methods dispatch
+    /// to [`pg`](Self::pg) before reaching for it).
+    fn pool(&self) -> Result<&Arc<Pool>, StoreError> {
+        match &self.inner.backend {
+            Backend::Sqlite(pool) => Ok(pool),
+            Backend::Postgres(_) => Err(StoreError::Invalid(
+                "a SQLite-only operation was called on a PostgreSQL store".into(),
+            )),
+        }
     }
+
+    /// The PostgreSQL backend, when this store is one.
+    pub(crate) fn pg(&self) -> Option<&Arc<PgBackend>> {
+        match &self.inner.backend {
+            Backend::Postgres(pg) => Some(pg),
+            Backend::Sqlite(_) => None,
+        }
+    }
+
+    pub(crate) fn health(&self) -> &Arc<Health> {
+        match &self.inner.backend {
+            Backend::Sqlite(pool) => pool.health(),
+            Backend::Postgres(pg) => pg.health(),
+        }
+    }
+}
+
+/// `host-pid-random`: unique among replicas, readable in the lease table.
+fn default_replica_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "replica".to_string());
+    let suffix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!("{host}-{}-{suffix:08x}", std::process::id())
 }
 
 /// The name of the running executable, for the lock file when the caller gives none.

@@ -134,7 +134,7 @@ impl Store {
     /// Creates or replaces (same task and id) a webhook config, exactly as given.
     pub async fn put_push_config(&self, config: &PushConfigRecord) -> Result<(), StoreError> {
         let c = config.clone();
-        self.pool()
+        self.pool()?
             .run(move |conn| {
                 conn.prepare_cached(&format!(
                     "INSERT OR REPLACE INTO push_configs ({COLUMNS})
@@ -167,7 +167,7 @@ impl Store {
         config_id: &str,
     ) -> Result<Option<PushConfigRecord>, StoreError> {
         let (task_id, config_id) = (task_id.to_owned(), config_id.to_owned());
-        self.pool()
+        self.pool()?
             .run(move |conn| {
                 let raw = conn
                     .prepare_cached(&format!(
@@ -186,7 +186,7 @@ impl Store {
         task_id: &str,
     ) -> Result<Vec<PushConfigRecord>, StoreError> {
         let task_id = task_id.to_owned();
-        self.pool()
+        self.pool()?
             .run(move |conn| {
                 select(
                     conn,
@@ -200,7 +200,7 @@ impl Store {
     /// Every config whose deliveries are not finished, oldest first: what a starting
     /// server resumes.
     pub async fn pending_push_configs(&self) -> Result<Vec<PushConfigRecord>, StoreError> {
-        self.pool()
+        self.pool()?
             .run(move |conn| {
                 select(
                     conn,
@@ -218,7 +218,7 @@ impl Store {
         config_id: &str,
     ) -> Result<bool, StoreError> {
         let (task_id, config_id) = (task_id.to_owned(), config_id.to_owned());
-        self.pool()
+        self.pool()?
             .run(move |conn| {
                 let n = conn
                     .prepare_cached(
@@ -241,7 +241,7 @@ impl Store {
     ) -> Result<bool, StoreError> {
         let (task_id, config_id) = (task_id.to_owned(), config_id.to_owned());
         let cursor = to_i64(cursor, "cursor")?;
-        self.pool()
+        self.pool()?
             .run(move |conn| {
                 let n = conn
                     .prepare_cached(

@@ -20,7 +20,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         let (principal, provider) = (principal.to_owned(), provider.to_owned());
         let now = encode_time(&chrono::Utc::now());
-        self.pool()
+        self.pool()?
             .run(move |conn| {
                 conn.prepare_cached(
                     "INSERT OR REPLACE INTO sealed_secrets (principal, provider, sealed, updated_at)
@@ -39,7 +39,7 @@ impl Store {
         provider: &str,
     ) -> Result<Option<Vec<u8>>, StoreError> {
         let (principal, provider) = (principal.to_owned(), provider.to_owned());
-        self.pool()
+        self.pool()?
             .run(move |conn| {
                 Ok(conn
                     .prepare_cached(
@@ -58,7 +58,7 @@ impl Store {
         provider: &str,
     ) -> Result<bool, StoreError> {
         let (principal, provider) = (principal.to_owned(), provider.to_owned());
-        self.pool()
+        self.pool()?
             .run(move |conn| {
                 let n = conn
                     .prepare_cached(

@@ -84,7 +84,7 @@ impl Store {
         } else {
             "1"
         };
-        self.pool()
+        self.pool()?
             .run(move |conn| {
                 let owner = query.owner.as_deref();
                 let context = query.context_id.as_deref();

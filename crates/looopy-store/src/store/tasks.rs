@@ -114,13 +114,13 @@ impl Store {
     /// Creates or replaces the task with `task.task_id`, exactly as given.
     pub async fn put_task(&self, task: &TaskRecord) -> Result<(), StoreError> {
         let task = task.clone();
-        self.pool().run(move |conn| upsert(conn, &task)).await
+        self.pool()?.run(move |conn| upsert(conn, &task)).await
     }
 
     /// The task, if it exists.
     pub async fn get_task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
         let task_id = task_id.to_string();
-        self.pool()
+        self.pool()?
             .run(move |conn| select_one(conn, &task_id))
             .await
     }
@@ -131,7 +131,7 @@ impl Store {
         context_id: Option<&str>,
     ) -> Result<Vec<TaskRecord>, StoreError> {
         let context_id = context_id.map(str::to_string);
-        self.pool()
+        self.pool()?
             .run(move |conn| {
                 let order = "ORDER BY created_at, task_id";
                 let rows = match &context_id {
@@ -158,7 +158,7 @@ impl Store {
     /// greatest `task_id`), i.e. the last such task [`list_tasks`](Self::list_tasks) lists.
     pub async fn active_task(&self, context_id: &str) -> Result<Option<TaskRecord>, StoreError> {
         let context_id = context_id.to_string();
-        self.pool()
+        self.pool()?
             .run(move |conn| {
                 conn.prepare_cached(&format!("SELECT {COLUMNS} FROM tasks {ACTIVE_IN_CONTEXT}"))?
                     .query_row([&context_id], raw)
@@ -186,7 +186,7 @@ impl Store {
         }
         let states: Vec<&'static str> = states.iter().map(|s| s.as_str()).collect();
         let error = error.clone();
-        self.pool()
+        self.pool()?
             .run(move |conn| {
                 let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
                 let placeholders = vec!["?"; states.len()].join(", ");

@@ -115,7 +115,7 @@ impl Store {
     ) -> Result<Option<ArtifactContent>, StoreError> {
         let artifact_id = artifact_id.to_string();
         let dir = files::content_dir(self.path());
-        self.pool()
+        self.pool()?
             .run(move |conn| {
                 let tx = conn.transaction()?;
                 let found = tx

@@ -1,0 +1,6 @@
+//! Conformance: records.
+
+use looopy_store::Store;
+
+#[allow(dead_code)]
+async fn placeholder(_store: Store) {}
