@@ -67,4 +67,4 @@ pub use health::StorageFailure;
 pub use records::{ArtifactRecord, ContextRecord, TaskRecord};
 pub use schema::SCHEMA_VERSION;
 pub use store::{ArtifactBody, ArtifactContent};
-pub use store::{ContextCursor, PushConfigRecord, Store, StoreOptions, TaskPage, TaskQuery};
+pub use store::{ContextCursor, Lease, PushConfigRecord, Store, StoreOptions, TaskPage, TaskQuery};

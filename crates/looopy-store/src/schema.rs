@@ -152,6 +152,18 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (principal, provider)
     ) WITHOUT ROWID;
     "#,
+    // v5: which process runs a context's turn (see `Store::acquire_lease`). One process
+    // writes a SQLite file, so here a lease only records intent; PostgreSQL's replicas also
+    // fence their appends with the token.
+    r#"
+    CREATE TABLE context_leases (
+        context_id TEXT PRIMARY KEY NOT NULL,
+        owner      TEXT NOT NULL,
+        token      INTEGER NOT NULL,
+        expires_at TEXT NOT NULL,
+        released   INTEGER NOT NULL DEFAULT 0
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -36,6 +36,7 @@ async fn fresh_file_is_created_with_parent_dirs_wal_and_current_schema() {
         [
             "artifact_chunks",
             "artifacts",
+            "context_leases",
             "contexts",
             "event_contexts",
             "event_log",
@@ -97,7 +98,7 @@ async fn v1_events_are_migrated_to_the_keyed_log_unchanged() {
         conn.execute_batch(
             "DROP VIEW events; DROP TABLE event_log; DROP TABLE event_contexts;
              DROP INDEX tasks_active; DROP TABLE tasks; DROP TABLE push_configs;
-             DROP TABLE sealed_secrets;",
+             DROP TABLE sealed_secrets; DROP TABLE context_leases;",
         )
         .unwrap();
         conn.execute_batch(V1_EVENTS).unwrap();

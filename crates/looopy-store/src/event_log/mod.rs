@@ -260,7 +260,7 @@ impl EventLog {
                 live: weak_live,
                 reader: Reader::Sqlite(reader),
                 stats,
-                fences: Arc::new(Fences::default()),
+                fences: Arc::new(Fences::new(options.replica_id.clone())),
                 doorbell: Arc::new(doorbell::Slot::default()),
                 read_only: false,
                 writer: WriterThread(Some(handle)),
@@ -467,6 +467,46 @@ impl EventLog {
             context_id.to_string(),
             after_seq,
         )
+    }
+
+    /// The leases this process holds, as the writer fences appends with them.
+    pub(crate) fn fences(&self) -> &Fences {
+        &self.shared.fences
+    }
+
+    /// Attaches the doorbell rung after every committed batch (scale-out: tells other
+    /// replicas). False if one is attached already.
+    pub fn attach_doorbell(&self, doorbell: std::sync::Arc<dyn Doorbell>) -> bool {
+        self.shared.doorbell.attach(doorbell)
+    }
+
+    /// Delivers to this process's subscribers the events `first_seq..=last_seq` of
+    /// `context_id` that another replica committed: they are read from the log (the truth)
+    /// and broadcast like a local batch. Subscribers drop what they have and go back to the
+    /// log on a gap, so a late, repeated or lost call never causes a gap or a duplicate.
+    pub async fn deliver_remote(
+        &self,
+        context_id: &str,
+        first_seq: u64,
+        last_seq: u64,
+    ) -> Result<usize, StoreError> {
+        let Some(live) = self.shared.live.upgrade() else {
+            return Ok(0);
+        };
+        if live.receiver_count() == 0 || last_seq < first_seq {
+            return Ok(0);
+        }
+        let wanted = usize::try_from(last_seq - first_seq + 1)
+            .unwrap_or(usize::MAX)
+            .min(tail::PAGE * 4);
+        let events = self
+            .read_after(context_id, first_seq.saturating_sub(1), wanted)
+            .await?;
+        let count = events.len();
+        if count > 0 {
+            let _ = live.send(Batch::from(events));
+        }
+        Ok(count)
     }
 
     /// Writer counters so far.

@@ -8,6 +8,7 @@
 //! migrate once.
 
 pub(crate) mod events;
+mod leases;
 mod schema;
 
 use std::sync::Arc;

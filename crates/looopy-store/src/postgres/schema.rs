@@ -127,7 +127,9 @@ const MIGRATIONS: &[&str] = &[
         context_id TEXT COLLATE "C" PRIMARY KEY,
         owner      TEXT NOT NULL,
         token      BIGINT NOT NULL,
-        expires_at TIMESTAMPTZ NOT NULL
+        expires_at TIMESTAMPTZ NOT NULL,
+        -- Given back by its holder: free, but the row stays so tokens only ever grow.
+        released   BOOLEAN NOT NULL DEFAULT FALSE
     );
     CREATE INDEX context_leases_by_expiry ON context_leases(expires_at);
     "#,

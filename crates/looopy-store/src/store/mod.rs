@@ -3,6 +3,7 @@
 
 mod artifacts;
 mod contexts;
+mod leases;
 mod memory;
 mod messages;
 mod push;
@@ -12,6 +13,7 @@ mod tasks;
 
 pub use artifacts::{ArtifactBody, ArtifactContent};
 pub use contexts::ContextCursor;
+pub use leases::Lease;
 pub use push::PushConfigRecord;
 pub use task_pages::{TaskPage, TaskQuery};
 
