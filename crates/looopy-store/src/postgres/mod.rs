@@ -9,6 +9,7 @@
 
 pub(crate) mod events;
 mod leases;
+pub(crate) mod records;
 mod schema;
 
 use std::sync::Arc;

@@ -35,6 +35,17 @@ fn decode(
     })
 }
 
+impl ContextRecord {
+    /// The stored columns, in the order [`from_stored`](Self::from_stored) takes them (the
+    /// PostgreSQL table has the same ones).
+    pub(crate) const COLUMNS: &str = COLUMNS;
+
+    /// A stored row (`COLUMNS`, in order) as a record; shared by both backends.
+    pub(crate) fn from_stored(raw: RawContext) -> Result<Self, StoreError> {
+        decode(raw)
+    }
+}
+
 fn select_one(conn: &Connection, context_id: &str) -> Result<Option<ContextRecord>, StoreError> {
     let raw = conn
         .prepare_cached(&format!(
@@ -77,6 +88,9 @@ impl Store {
         context_id: &str,
         owner: Option<&str>,
     ) -> Result<ContextRecord, StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg.ensure_context(context_id, owner).await;
+        }
         let context_id = context_id.to_string();
         let owner = owner.map(str::to_string);
         self.pool()?
@@ -100,6 +114,9 @@ impl Store {
 
     /// The context, if it exists.
     pub async fn get_context(&self, context_id: &str) -> Result<Option<ContextRecord>, StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg.get_context(context_id).await;
+        }
         let context_id = context_id.to_string();
         self.pool()?
             .run(move |conn| select_one(conn, &context_id))
@@ -111,6 +128,9 @@ impl Store {
         &self,
         owner: Option<&str>,
     ) -> Result<Vec<ContextRecord>, StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg.list_contexts(owner).await;
+        }
         let owner = owner.map(str::to_string);
         self.pool()?
             .run(move |conn| {
@@ -143,6 +163,9 @@ impl Store {
         after: Option<&ContextCursor>,
         limit: usize,
     ) -> Result<Vec<ContextRecord>, StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg.list_contexts_page(owner, after, limit).await;
+        }
         let owner = owner.map(str::to_string);
         let after = after.map(|c| (encode_time(&c.updated_at), c.context_id.clone()));
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
@@ -177,6 +200,9 @@ impl Store {
         context_id: &str,
         title: Option<&str>,
     ) -> Result<(), StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg.set_context_title(context_id, title).await;
+        }
         let context_id = context_id.to_string();
         let title = title.map(str::to_string);
         self.pool()?

@@ -19,6 +19,9 @@ impl Store {
         if messages.is_empty() {
             return Ok(());
         }
+        if let Some(pg) = self.pg() {
+            return pg.append_messages(context_id, messages).await;
+        }
         let context_id = context_id.to_string();
         let encoded = messages
             .iter()
@@ -49,6 +52,9 @@ impl Store {
 
     /// A context's whole history, oldest first (empty when there is none).
     pub async fn load_messages(&self, context_id: &str) -> Result<Vec<Message>, StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg.load_messages(context_id).await;
+        }
         let context_id = context_id.to_string();
         self.pool()?
             .run(move |conn| {
@@ -82,6 +88,9 @@ impl Store {
         after: Option<u64>,
         limit: usize,
     ) -> Result<Vec<(u64, Message)>, StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg.load_messages_page(context_id, after, limit).await;
+        }
         let context_id = context_id.to_string();
         let after = after.map_or(-1, |p| i64::try_from(p).unwrap_or(i64::MAX));
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
@@ -110,6 +119,9 @@ impl Store {
         context_id: &str,
         messages: &[Message],
     ) -> Result<(), StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg.replace_messages(context_id, messages).await;
+        }
         let context_id = context_id.to_string();
         let encoded = messages
             .iter()
@@ -137,6 +149,9 @@ impl Store {
 
     /// Forgets a context's history (the context and its events stay).
     pub async fn clear_messages(&self, context_id: &str) -> Result<(), StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg.clear_messages(context_id).await;
+        }
         let context_id = context_id.to_string();
         self.pool()?
             .run(move |conn| {

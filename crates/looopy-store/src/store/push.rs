@@ -118,6 +118,18 @@ fn decode(r: Raw) -> Result<PushConfigRecord, StoreError> {
     })
 }
 
+impl PushConfigRecord {
+    /// The stored columns, in the order [`from_stored`](Self::from_stored) takes them (the
+    /// PostgreSQL table has the same ones).
+    pub(crate) const COLUMNS: &str = COLUMNS;
+
+    /// A stored row (`COLUMNS`, in order, `done` as a boolean) as a record; shared by both
+    /// backends.
+    pub(crate) fn from_stored(raw: Raw) -> Result<Self, StoreError> {
+        decode(raw)
+    }
+}
+
 fn select(
     conn: &Connection,
     filter: &str,
@@ -133,6 +145,9 @@ fn select(
 impl Store {
     /// Creates or replaces (same task and id) a webhook config, exactly as given.
     pub async fn put_push_config(&self, config: &PushConfigRecord) -> Result<(), StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg.put_push_config(config).await;
+        }
         let c = config.clone();
         self.pool()?
             .run(move |conn| {
@@ -166,6 +181,9 @@ impl Store {
         task_id: &str,
         config_id: &str,
     ) -> Result<Option<PushConfigRecord>, StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg.get_push_config(task_id, config_id).await;
+        }
         let (task_id, config_id) = (task_id.to_owned(), config_id.to_owned());
         self.pool()?
             .run(move |conn| {
@@ -185,6 +203,9 @@ impl Store {
         &self,
         task_id: &str,
     ) -> Result<Vec<PushConfigRecord>, StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg.list_push_configs(task_id).await;
+        }
         let task_id = task_id.to_owned();
         self.pool()?
             .run(move |conn| {
@@ -200,6 +221,9 @@ impl Store {
     /// Every config whose deliveries are not finished, oldest first: what a starting
     /// server resumes.
     pub async fn pending_push_configs(&self) -> Result<Vec<PushConfigRecord>, StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg.pending_push_configs().await;
+        }
         self.pool()?
             .run(move |conn| {
                 select(
@@ -217,6 +241,9 @@ impl Store {
         task_id: &str,
         config_id: &str,
     ) -> Result<bool, StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg.delete_push_config(task_id, config_id).await;
+        }
         let (task_id, config_id) = (task_id.to_owned(), config_id.to_owned());
         self.pool()?
             .run(move |conn| {
@@ -239,6 +266,11 @@ impl Store {
         cursor: u64,
         done: bool,
     ) -> Result<bool, StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg
+                .advance_push_cursor(task_id, config_id, cursor, done)
+                .await;
+        }
         let (task_id, config_id) = (task_id.to_owned(), config_id.to_owned());
         let cursor = to_i64(cursor, "cursor")?;
         self.pool()?

@@ -18,6 +18,9 @@ impl Store {
         provider: &str,
         sealed: Vec<u8>,
     ) -> Result<(), StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg.put_sealed_secret(principal, provider, sealed).await;
+        }
         let (principal, provider) = (principal.to_owned(), provider.to_owned());
         let now = encode_time(&chrono::Utc::now());
         self.pool()?
@@ -38,6 +41,9 @@ impl Store {
         principal: &str,
         provider: &str,
     ) -> Result<Option<Vec<u8>>, StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg.get_sealed_secret(principal, provider).await;
+        }
         let (principal, provider) = (principal.to_owned(), provider.to_owned());
         self.pool()?
             .run(move |conn| {
@@ -57,6 +63,9 @@ impl Store {
         principal: &str,
         provider: &str,
     ) -> Result<bool, StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg.delete_sealed_secret(principal, provider).await;
+        }
         let (principal, provider) = (principal.to_owned(), provider.to_owned());
         self.pool()?
             .run(move |conn| {

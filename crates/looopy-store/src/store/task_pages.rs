@@ -50,6 +50,14 @@ fn millis_text(millis: i64) -> Result<String, StoreError> {
         .ok_or_else(|| StoreError::Invalid(format!("timestamp {millis} ms is out of range")))
 }
 
+impl TaskQuery {
+    /// The stored text of the instant `millis` (see `millis_text`), for the PostgreSQL
+    /// backend's identical comparisons.
+    pub(crate) fn millis_text(millis: i64) -> Result<String, StoreError> {
+        millis_text(millis)
+    }
+}
+
 /// The filters every variant shares: `?1` owner, `?2` context, `?3` JSON array of states,
 /// `?4` updated since, each ignored when NULL.
 const FILTERS: &str =
@@ -61,6 +69,9 @@ const FILTERS: &str =
 impl Store {
     /// One page of the tasks `query` selects, and the number of all tasks it selects.
     pub async fn list_tasks_page(&self, query: TaskQuery) -> Result<TaskPage, StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg.list_tasks_page(&query).await;
+        }
         let states = query
             .states
             .as_ref()

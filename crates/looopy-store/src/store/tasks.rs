@@ -77,6 +77,51 @@ pub(super) fn decode(raw: RawTask) -> Result<TaskRecord, StoreError> {
     })
 }
 
+/// A stored task row, its columns in `COLUMNS` order.
+type TaskColumns = (
+    String,
+    String,
+    Option<String>,
+    String,
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
+
+impl TaskRecord {
+    /// The stored columns, in the order [`from_stored`](Self::from_stored) takes them (the
+    /// PostgreSQL table has the same ones).
+    pub(crate) const COLUMNS: &str = COLUMNS;
+
+    /// A stored row (`COLUMNS`, in order) as a record; shared by both backends.
+    pub(crate) fn from_stored(columns: TaskColumns) -> Result<Self, StoreError> {
+        let (
+            task_id,
+            context_id,
+            parent_task_id,
+            state,
+            created_at,
+            updated_at,
+            error,
+            result,
+            pending,
+        ) = columns;
+        decode(RawTask {
+            task_id,
+            context_id,
+            parent_task_id,
+            state,
+            created_at,
+            updated_at,
+            error,
+            result,
+            pending,
+        })
+    }
+}
+
 fn upsert(conn: &Connection, task: &TaskRecord) -> Result<(), StoreError> {
     let error = task.error.as_ref().map(encode_json).transpose()?;
     let pending = task.pending.as_ref().map(encode_json).transpose()?;
@@ -113,12 +158,18 @@ fn select_one(conn: &Connection, task_id: &str) -> Result<Option<TaskRecord>, St
 impl Store {
     /// Creates or replaces the task with `task.task_id`, exactly as given.
     pub async fn put_task(&self, task: &TaskRecord) -> Result<(), StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg.put_task(task).await;
+        }
         let task = task.clone();
         self.pool()?.run(move |conn| upsert(conn, &task)).await
     }
 
     /// The task, if it exists.
     pub async fn get_task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg.get_task(task_id).await;
+        }
         let task_id = task_id.to_string();
         self.pool()?
             .run(move |conn| select_one(conn, &task_id))
@@ -130,6 +181,9 @@ impl Store {
         &self,
         context_id: Option<&str>,
     ) -> Result<Vec<TaskRecord>, StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg.list_tasks(context_id).await;
+        }
         let context_id = context_id.map(str::to_string);
         self.pool()?
             .run(move |conn| {
@@ -157,6 +211,9 @@ impl Store {
     /// long the context's history is. "Most recent" is the latest `created_at` (ties: the
     /// greatest `task_id`), i.e. the last such task [`list_tasks`](Self::list_tasks) lists.
     pub async fn active_task(&self, context_id: &str) -> Result<Option<TaskRecord>, StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg.active_task(context_id).await;
+        }
         let context_id = context_id.to_string();
         self.pool()?
             .run(move |conn| {
@@ -183,6 +240,9 @@ impl Store {
     ) -> Result<Vec<TaskRecord>, StoreError> {
         if states.is_empty() {
             return Ok(Vec::new());
+        }
+        if let Some(pg) = self.pg() {
+            return pg.fail_tasks_in_states(states, error).await;
         }
         let states: Vec<&'static str> = states.iter().map(|s| s.as_str()).collect();
         let error = error.clone();
