@@ -57,6 +57,10 @@ pub struct AgentConfig {
     /// (HTTP 429). The default, 32, is far more than a person types ahead, yet bounds what
     /// a runaway client can pile up.
     pub max_queued_turns: usize,
+    /// On a store shared by replicas (PostgreSQL): how long a context's lease lasts without
+    /// renewal. The holder renews it every third of this; when a replica dies mid-turn,
+    /// another notices within about this long. Unused on a SQLite file.
+    pub lease_ttl: Duration,
 }
 
 impl Default for AgentConfig {
@@ -74,6 +78,7 @@ impl Default for AgentConfig {
             max_turn_bytes: 256 * 1024 * 1024,
             artifacts: crate::tool::ArtifactLimits::default(),
             max_queued_turns: 32,
+            lease_ttl: Duration::from_secs(15),
         }
     }
 }

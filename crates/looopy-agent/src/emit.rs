@@ -76,6 +76,12 @@ impl Numbering {
         Arc::downgrade(&self.0)
     }
 
+    /// Forgets where the context's numbering stood, so the next event is numbered after what
+    /// the log holds: another replica may have written the context since.
+    pub(crate) async fn forget(&self) {
+        *self.0.lock().await = None;
+    }
+
     /// The numbering behind a weak reference, while someone still holds it.
     pub(crate) fn upgrade(
         weak: &std::sync::Weak<tokio::sync::Mutex<Option<Sequencer>>>,

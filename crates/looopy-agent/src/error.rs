@@ -27,6 +27,10 @@ pub enum AgentError {
         task_id: String,
         input_id: String,
     },
+    /// The task's turn runs on another replica (a store shared by replicas): send the
+    /// request there — a server forwards a cancel over its bus.
+    #[error("task {task_id} runs on replica {replica}")]
+    RunningElsewhere { task_id: String, replica: String },
     /// No such task.
     #[error("task {0} not found")]
     NotFound(String),
@@ -101,6 +105,7 @@ impl AgentError {
     pub fn code(&self) -> &'static str {
         match self {
             Self::Busy { .. } => "busy",
+            Self::RunningElsewhere { .. } => "running_elsewhere",
             Self::QueueFull { .. } => "queue_full",
             Self::WaitingInput { .. } => "waiting_input",
             Self::NotFound(_) => "not_found",
@@ -124,6 +129,7 @@ impl AgentError {
     pub fn http_status(&self) -> u16 {
         match self {
             Self::Busy { .. }
+            | Self::RunningElsewhere { .. }
             | Self::WaitingInput { .. }
             | Self::NotWaiting { .. }
             | Self::WrongInput { .. }
@@ -144,6 +150,7 @@ impl AgentError {
         matches!(
             self,
             Self::Busy { .. }
+                | Self::RunningElsewhere { .. }
                 | Self::QueueFull { .. }
                 | Self::Store(_)
                 | Self::StorageUnavailable(_)

@@ -166,6 +166,7 @@ pub fn resolve(args: &AgentArgs) -> Result<Resolved> {
         anyhow::ensure!(n > 0, "config file: max_turn_bytes must be at least 1");
         config.max_turn_bytes = n;
     }
+    config.lease_ttl = args.lease_ttl;
     let db = db_path(args.db.clone(), &file);
     Ok(Resolved {
         provider,
@@ -238,20 +239,30 @@ pub async fn build(args: &AgentArgs) -> Result<(Agent, ProviderKind)> {
     let db = resolved.db.clone();
     let mut options = StoreOptions::default();
     options.lock_holder = holder_name();
-    let store = match tokio::task::spawn_blocking(move || Store::open_with(&db, options))
-        .await
-        .context("opening the store")?
-    {
+    if let Some(id) = &args.replica_id {
+        options.replica_id = id.clone();
+    }
+    let target = db.to_string_lossy().into_owned();
+    let opened = if looopy_store::is_postgres_url(&target) {
+        Store::connect_with(&target, options).await
+    } else {
+        tokio::task::spawn_blocking(move || Store::open_with(&db, options))
+            .await
+            .context("opening the store")?
+    };
+    let store = match opened {
         Ok(store) => store,
         Err(error @ (StoreError::Locked { .. } | StoreError::CorruptDatabase { .. })) => {
             return Err(DatabaseRefused(error).into());
         }
         Err(error) => {
-            return Err(anyhow::Error::new(error)
-                .context(format!("opening database {}", resolved.db.display())));
+            return Err(anyhow::Error::new(error).context(format!(
+                "opening database {}",
+                looopy_store::redact_url(&resolved.db.to_string_lossy())
+            )));
         }
     };
-    let mut tools = tools(args, &resolved.db)?;
+    let mut tools = tools(args, &local_data(&resolved.db))?;
     let file = load_file_config(args.config.as_deref())?;
     tools.merge(mcp_tools(&file, args).await?);
     let mut sub_agents = sub_agents(&file, args)?;
@@ -381,6 +392,19 @@ pub struct DatabaseRefused(pub StoreError);
 
 /// What this process is, for the database's lock file: `looopy <command>`. Only the command
 /// name is taken from the command line — never its arguments, which may hold secrets.
+/// Where files beside the database go (per-context workspaces): beside the SQLite file, or
+/// for a PostgreSQL database under `~/.looopy` (each replica's own disk).
+pub fn local_data(db: &Path) -> PathBuf {
+    if looopy_store::is_postgres_url(&db.to_string_lossy()) {
+        std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .map(|h| h.join(".looopy").join("replica.db"))
+            .unwrap_or_else(|| PathBuf::from("replica.db"))
+    } else {
+        db.to_path_buf()
+    }
+}
+
 fn holder_name() -> String {
     let command = std::env::args()
         .nth(1)

@@ -24,7 +24,7 @@ pub enum Command {
     /// Answer a task that is waiting for input and continue it.
     Resume(ResumeArgs),
     /// Serve the agent over HTTP: SSE event streams, A2A, and a web page.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Follow a running server's event stream for a context.
     Tail(TailArgs),
     /// List a task's artifacts (files, data, datasets), or save them with --out.
@@ -88,9 +88,18 @@ pub struct AgentArgs {
     /// How the model calls tools.
     #[arg(long, value_enum)]
     pub tool_protocol: Option<ToolProtocolArg>,
-    /// SQLite database file (default: $LOOOPY_DB, else ~/.looopy/looopy.db).
+    /// SQLite database file, or a PostgreSQL URL (`postgres://user@host/db`) shared by
+    /// replicas (default: $LOOOPY_DB, else ~/.looopy/looopy.db).
     #[arg(long, env = "LOOOPY_DB")]
     pub db: Option<PathBuf>,
+    /// With a PostgreSQL --db: this process's name among the replicas (the owner of the
+    /// context leases it takes). Default: host name, process id and a random suffix.
+    #[arg(long, env = "LOOOPY_REPLICA_ID", value_name = "NAME")]
+    pub replica_id: Option<String>,
+    /// With a PostgreSQL --db: how long a context's lease lasts unrenewed; another replica
+    /// fails the turns of one that died within about this long (`15s`, `500ms`, `2m`).
+    #[arg(long, env = "LOOOPY_LEASE_TTL", value_name = "DURATION", value_parser = parse_duration, default_value = "15s")]
+    pub lease_ttl: std::time::Duration,
     /// Maximum model calls per turn.
     #[arg(long)]
     pub max_iterations: Option<u32>,
@@ -181,6 +190,10 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub addr: SocketAddr,
+    /// With a PostgreSQL --db: the NATS server (JetStream) that tells the replicas of each
+    /// other's events. Without it, PostgreSQL LISTEN/NOTIFY does the job (slower).
+    #[arg(long, env = "LOOOPY_NATS", value_name = "URL")]
+    pub nats: Option<String>,
     /// The URL users reach this server at, when it is not the bound address (behind a
     /// proxy): OAuth authorization servers send the browser back to
     /// `{URL}/v1/oauth/callback`.
@@ -300,4 +313,31 @@ pub struct ArtifactsArgs {
     /// Bearer token for --server.
     #[arg(long, env = "LOOOPY_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+}
+
+/// A duration: `15s`, `500ms`, `2m`, `1h`, or a bare number of seconds.
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration (e.g. 15s, 500ms, 2m)"))?;
+    let seconds = match unit.trim() {
+        "" | "s" => value,
+        "ms" => value / 1000.0,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        other => {
+            return Err(format!(
+                "unknown duration unit {other:?} (use ms, s, m or h)"
+            ));
+        }
+    };
+    if !(seconds.is_finite() && seconds > 0.0) {
+        return Err(format!("{text:?} must be a positive duration"));
+    }
+    Ok(std::time::Duration::from_secs_f64(seconds))
 }

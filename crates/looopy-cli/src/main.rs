@@ -83,7 +83,7 @@ fn main() -> ExitCode {
             Command::Run(args) => run_cmd::run(args).await,
             Command::Resume(args) => run_cmd::resume(args).await,
             Command::Chat(args) => chat_cmd::run(args).await,
-            Command::Serve(args) => serve_cmd::run(args).await,
+            Command::Serve(args) => serve_cmd::run(*args).await,
             Command::Tail(args) => tail_cmd::run(args).await,
             Command::Artifacts(args) => artifacts_cmd::run(args).await,
             Command::A2a(args) => a2a_cmd::run(args).await,

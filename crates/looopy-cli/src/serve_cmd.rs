@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use looopy_server::ServerConfig;
 
 use crate::cli::ServeArgs;
@@ -74,6 +74,29 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
         return Ok(usage_error(&error.to_string()));
     }
     let (agent, _) = agent_setup::build(&args.agent).await?;
+    let store = agent.store().clone();
+    if store.is_shared() {
+        looopy_server::metrics::set_replica_label(store.replica_id());
+        let bus = match &args.nats {
+            Some(url) => looopy_store::Bus::nats(&store, url, looopy_store::BusOptions::default())
+                .await
+                .with_context(|| format!("connecting to NATS at {url}"))?,
+            None => looopy_store::Bus::postgres(&store)
+                .await
+                .context("listening for other replicas (PostgreSQL LISTEN/NOTIFY)")?,
+        };
+        eprintln!(
+            "looopy replica {} on {} (bus: {})",
+            store.replica_id(),
+            store.location(),
+            bus.kind()
+        );
+        config.bus = Some(bus);
+    } else if args.nats.is_some() {
+        return Ok(usage_error(
+            "--nats needs a PostgreSQL --db (replicas share the database; a SQLite file has one writer)",
+        ));
+    }
     let bound = looopy_server::bind(config, agent).await?;
     let url = format!("http://{}", bound.local_addr());
     // So a second process refused the database can point its user here.

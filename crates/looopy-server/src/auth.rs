@@ -25,6 +25,7 @@ use crate::{ApiError, AppState};
 /// Paths served without a token: health check, the web page, and the A2A agent cards.
 pub const PUBLIC_PATHS: &[&str] = &[
     "/healthz",
+    "/readyz",
     // The browser comes back here from an authorization server: it carries no token; the
     // `state` parameter binds it to one task and principal.
     crate::routes::OAUTH_CALLBACK_PATH,

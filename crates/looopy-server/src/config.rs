@@ -75,6 +75,10 @@ pub struct ServerConfig {
     /// the bound address (behind a proxy): OAuth flows come back to
     /// `{public_url}/v1/oauth/callback`. Default: `http://{bound address}`.
     pub public_url: Option<String>,
+    /// Replicas sharing a PostgreSQL store: the bus to the others (live events arrive
+    /// through the store's log; a cancel for a turn running elsewhere is forwarded on it;
+    /// `/readyz` checks it). `None` with a SQLite file.
+    pub bus: Option<looopy_store::Bus>,
 }
 
 impl Default for ServerConfig {
@@ -100,6 +104,7 @@ impl Default for ServerConfig {
             push: crate::push::PushOptions::default(),
             grpc_addr: None,
             public_url: None,
+            bus: None,
         }
     }
 }
@@ -130,6 +135,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("push", &self.push)
             .field("grpc_addr", &self.grpc_addr)
             .field("public_url", &self.public_url)
+            .field("bus", &self.bus)
             .finish()
     }
 }

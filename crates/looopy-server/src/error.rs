@@ -182,6 +182,7 @@ impl From<AgentError> for ApiError {
         match error {
             AgentError::Forbidden(context_id) => Self::not_found("context", &context_id),
             AgentError::Busy { .. }
+            | AgentError::RunningElsewhere { .. }
             | AgentError::WaitingInput { .. }
             | AgentError::NotWaiting { .. }
             | AgentError::WrongInput { .. }

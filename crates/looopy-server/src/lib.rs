@@ -92,6 +92,7 @@ mod limits;
 pub mod mcp;
 pub mod metrics;
 pub mod push;
+mod replicas;
 mod routes;
 mod server;
 pub mod sse;

@@ -55,11 +55,26 @@ const COMMIT: &[f64] = &[
 const UPKEEP: Duration = Duration::from_secs(5);
 
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+static REPLICA: OnceLock<String> = OnceLock::new();
+
+/// Labels every metric with `replica="{id}"`, so the series of replicas sharing a store
+/// can be told apart. Call before the recorder is installed (before serving); false after.
+pub fn set_replica_label(id: &str) -> bool {
+    REPLICA.set(id.to_string()).is_ok() && HANDLE.get().is_none()
+}
 
 /// Installs the Prometheus recorder as the process's `metrics` recorder (once; later
 /// calls return the same handle). `None` when another recorder was installed first.
 pub fn install() -> Option<PrometheusHandle> {
     HANDLE.get_or_init(build).clone()
+}
+
+fn base_builder() -> PrometheusBuilder {
+    let builder = PrometheusBuilder::new();
+    match REPLICA.get() {
+        Some(id) => builder.add_global_label("replica", id),
+        None => builder,
+    }
 }
 
 fn build() -> Option<PrometheusHandle> {
@@ -69,7 +84,7 @@ fn build() -> Option<PrometheusHandle> {
         ("looopy_event_log_commit_seconds", COMMIT),
     ]
     .into_iter()
-    .try_fold(PrometheusBuilder::new(), |builder, (name, buckets)| {
+    .try_fold(base_builder(), |builder, (name, buckets)| {
         builder.set_buckets_for_metric(Matcher::Full(name.to_string()), buckets)
     });
     let handle = match builder.and_then(PrometheusBuilder::install_recorder) {

@@ -170,13 +170,24 @@ pub async fn bind(mut config: ServerConfig, agent: Agent) -> Result<BoundServer,
         }
         None => None,
     };
-    let recovered = agent
-        .recover_queue("server restarted")
-        .await
-        .map_err(ServerError::Recover)?;
-    if !recovered.failed.is_empty() {
+    let recovered = if agent.store().is_shared() {
+        // Other replicas may be running turns: only expired leases tell of a dead one.
+        crate::replicas::start(&agent, config.bus.clone());
+        None
+    } else {
+        Some(
+            agent
+                .recover_queue("server restarted")
+                .await
+                .map_err(ServerError::Recover)?,
+        )
+    };
+    let (failed, restarted) = recovered
+        .map(|r| (r.failed, r.restarted))
+        .unwrap_or_default();
+    if !failed.is_empty() {
         tracing::warn!(
-            count = recovered.failed.len(),
+            count = failed.len(),
             "marked tasks interrupted by the previous process as failed"
         );
     }
@@ -185,7 +196,7 @@ pub async fn bind(mut config: ServerConfig, agent: Agent) -> Result<BoundServer,
     }
     let state = AppState::new(config, agent)?;
     // Messages the previous process had queued run again, in order, tracked like any turn.
-    for handle in recovered.restarted {
+    for handle in restarted {
         state.track_turn(handle);
     }
     Ok(BoundServer {

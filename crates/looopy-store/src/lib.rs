@@ -50,6 +50,7 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
+mod bus;
 mod db;
 mod error;
 mod event_log;
@@ -60,10 +61,11 @@ mod records;
 mod schema;
 mod store;
 
+pub use bus::{Bus, BusOptions, Control};
 pub use error::{LockHolder, RejectedEvent, StoreError};
 pub use event_log::{Batch, Doorbell, EventLog, EventLogStats};
-pub use postgres::is_postgres_url;
 pub use health::StorageFailure;
+pub use postgres::{is_postgres_url, redact_url};
 pub use records::{ArtifactRecord, ContextRecord, TaskRecord};
 pub use schema::SCHEMA_VERSION;
 pub use store::{ArtifactBody, ArtifactContent};

@@ -106,7 +106,7 @@ async fn a_v2_database_gains_the_push_configs_table() {
         conn.execute_batch(
             "DROP TABLE push_configs; DROP TABLE sealed_secrets; DROP TABLE context_leases;",
         )
-            .unwrap();
+        .unwrap();
         conn.pragma_update(None, "user_version", 2).unwrap();
     }
     let store = Store::open(&path).unwrap();

@@ -47,7 +47,13 @@ pub fn unique_name(prefix: &str) -> String {
         .unwrap_or(0);
     let clean: String = prefix
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
         .take(24)
         .collect();
     format!("{clean}_{}_{n}_{nanos:x}", std::process::id())
@@ -97,7 +103,10 @@ impl TestSchema {
     /// `--db` URL.
     pub fn url_with_schema(&self) -> String {
         let separator = if self.url.contains('?') { '&' } else { '?' };
-        format!("{}{separator}options=-csearch_path%3D{}", self.url, self.name)
+        format!(
+            "{}{separator}options=-csearch_path%3D{}",
+            self.url, self.name
+        )
     }
 }
 
@@ -133,7 +142,12 @@ impl Drop for TestSchema {
 pub async fn nats() -> Option<String> {
     let url = nats_url();
     let address = url.trim_start_matches("nats://").to_string();
-    match tokio::time::timeout(Duration::from_secs(3), tokio::net::TcpStream::connect(&address)).await {
+    match tokio::time::timeout(
+        Duration::from_secs(3),
+        tokio::net::TcpStream::connect(&address),
+    )
+    .await
+    {
         Ok(Ok(_)) => Some(url),
         Ok(Err(error)) => unavailable("NATS", &format!("{url}: {error}")),
         Err(_) => unavailable("NATS", &format!("{url}: connect timed out")),

@@ -198,6 +198,7 @@ impl ActiveRuns {
             context_id: context_id.to_string(),
             task_id: task_id.to_string(),
             released,
+            lease: None,
         }
     }
 
@@ -293,15 +294,16 @@ impl ActiveRuns {
 
     /// `task_id` lets go of `context_id`: passes the context to the first queued turn whose
     /// waiter is still there, or frees it.
-    fn release(&self, context_id: &str, task_id: &str) {
+    fn release(&self, context_id: &str, task_id: &str, lease: Option<super::lease::LeaseGuard>) {
         let next = {
             let mut maps = self.lock();
             maps.tasks.remove(task_id);
             self.pass_on(&mut maps, context_id, task_id)
         };
         // Outside the lock. A waiter that went away returns the claim by dropping it, which
-        // passes the context on again.
-        if let Some((deliver, claim)) = next {
+        // passes the context on again. The lease goes with the context.
+        if let Some((deliver, mut claim)) = next {
+            claim.lease = lease;
             if let Err(returned) = deliver.send(claim) {
                 drop(returned);
             }
@@ -363,11 +365,31 @@ pub(crate) struct Claim {
     context_id: String,
     task_id: String,
     released: CancellationToken,
+    /// On a store shared by replicas, the context's lease (released with the claim).
+    lease: Option<super::lease::LeaseGuard>,
+}
+
+impl Claim {
+    /// The claimed context.
+    pub(crate) fn context_id(&self) -> &str {
+        &self.context_id
+    }
+
+    /// Whether the claim holds its context's lease already (a claim passed on to a queued
+    /// turn keeps the lease it had).
+    pub(crate) fn has_lease(&self) -> bool {
+        self.lease.is_some()
+    }
+
+    pub(crate) fn hold_lease(&mut self, lease: super::lease::LeaseGuard) {
+        self.lease = Some(lease);
+    }
 }
 
 impl Drop for Claim {
     fn drop(&mut self) {
-        self.runs.release(&self.context_id, &self.task_id);
+        let lease = self.lease.take();
+        self.runs.release(&self.context_id, &self.task_id, lease);
         // After the maps are updated: a woken waiter's next claim succeeds.
         self.released.cancel();
     }

@@ -7,10 +7,12 @@ mod builder;
 mod delegation;
 mod follow;
 mod handle;
+mod lease;
 mod pending_input;
 mod queue;
 mod recovery;
 mod storage;
+mod takeover;
 
 use std::sync::Arc;
 
@@ -160,7 +162,7 @@ impl Agent {
             queue::entry(&user),
             self.shared.config.max_queued_turns,
         )? {
-            Place::Claimed(claim) => claim,
+            Place::Claimed(claim) => self.lease(claim, &cancel).await?,
             Place::Queued {
                 ticket,
                 ahead,
@@ -308,6 +310,7 @@ impl Agent {
         let claim = self
             .runs
             .claim(&record.context_id, task_id, cancel.clone())?;
+        let claim = self.lease(claim, &cancel).await?;
         // Read again under the claim: another call may have resumed it meanwhile.
         let record = self.task(task_id).await?;
         let pending = self.pending_of(&record)?;
@@ -414,11 +417,17 @@ impl Agent {
                 state: record.state,
             });
         }
+        if let Some(replica) = self.runs_elsewhere(&record).await? {
+            return Err(AgentError::RunningElsewhere {
+                task_id: task_id.to_string(),
+                replica,
+            });
+        }
         let claim = match self
             .runs
             .claim(&record.context_id, task_id, CancellationToken::new())
         {
-            Ok(claim) => claim,
+            Ok(claim) => self.lease(claim, &CancellationToken::new()).await?,
             // It was resumed meanwhile: it runs here now, so stop that run.
             Err(AgentError::Busy {
                 task_id: running, ..

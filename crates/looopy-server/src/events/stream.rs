@@ -6,7 +6,9 @@
 //! log read. Replay reads pages until the log is exhausted; then the buffer is drained,
 //! skipping every event whose `seq` replay already covered. Per context, the log commits
 //! in `seq` order and the router delivers in commit order, so `seq > cursor` is exactly
-//! "not seen yet".
+//! "not seen yet". On a store shared by replicas, batches committed elsewhere may overtake
+//! each other on the way here: a live event that is not the next `seq` sends the stream back
+//! to the log (which has everything committed), so there is still no gap.
 
 use std::future::Future;
 use std::ops::Deref;
@@ -58,6 +60,13 @@ impl Deref for StreamedEvent {
             Self::Live(live) => live.event(),
         }
     }
+}
+
+/// Whether a live event with `seq` skips events a stream at `cursor` has not seen. Only on
+/// a store shared by replicas, where batches arrive from several writers: one process's log
+/// commits and broadcasts each context's events in order.
+fn gap_before(seq: u64, cursor: u64, shared: bool) -> bool {
+    shared && seq > cursor.saturating_add(1)
 }
 
 /// Why an [`EventStream`] ended.
@@ -270,6 +279,24 @@ impl Stream for EventStream {
                 Phase::Live { run } => {
                     if let Some(current) = run {
                         match current.next_event(&this.context_id) {
+                            Some(live)
+                                if gap_before(
+                                    live.event().seq,
+                                    this.cursor,
+                                    this.store.is_shared(),
+                                ) =>
+                            {
+                                // Replicas: a batch committed elsewhere overtook one not yet
+                                // delivered here. The log has both: read it from the cursor.
+                                tracing::debug!(context_id = %this.context_id, cursor = this.cursor, got = live.event().seq, "gap in live events; reading the log");
+                                this.replay_until = u64::MAX;
+                                this.phase = Phase::Replay {
+                                    read: None,
+                                    page: Vec::new().into_iter(),
+                                    exhausted: false,
+                                };
+                                continue;
+                            }
                             Some(live) => match this.consider(StreamedEvent::Live(live)) {
                                 Some(event) => return Poll::Ready(Some(event)),
                                 None => continue,

@@ -23,6 +23,7 @@ pub const OAUTH_CALLBACK_PATH: &str = "/v1/oauth/callback";
 pub(crate) fn api_routes() -> Router<AppState> {
     Router::new()
         .route("/healthz", get(healthz))
+        .route("/readyz", get(crate::replicas::readyz))
         .route("/v1/contexts", get(contexts::list_contexts))
         .route("/v1/contexts/{context_id}", get(contexts::get_context))
         .route(

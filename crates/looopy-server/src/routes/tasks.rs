@@ -126,7 +126,15 @@ pub(crate) async fn cancel_task(
     IdPath(task_id): IdPath<TaskId>,
 ) -> Result<Response, ApiError> {
     let task = access.authorize_task(&principal, &task_id).await?;
-    state.agent().cancel(&task_id).await?;
+    match state.agent().cancel(&task_id).await {
+        Ok(()) => {}
+        // Its turn runs on another replica: that one cancels it (the events reach every
+        // replica's streams through the log).
+        Err(looopy_agent::AgentError::RunningElsewhere { replica, .. }) => {
+            crate::replicas::forward_cancel(&state, &replica, &task_id).await?;
+        }
+        Err(error) => return Err(error.into()),
+    }
     Ok((
         StatusCode::ACCEPTED,
         Json(json!({"contextId": task.context_id, "taskId": task.task_id})),

@@ -16,8 +16,7 @@ use crate::{RejectedEvent, StoreError};
 pub(crate) const REJECTION_EXAMPLES: usize = 16;
 
 /// The reason given for events refused because an earlier event of their context failed.
-pub(crate) const AFTER_FAILED_WRITE: &str =
-    "an earlier event of this context could not be written";
+pub(crate) const AFTER_FAILED_WRITE: &str = "an earlier event of this context could not be written";
 
 pub(crate) type Reply = oneshot::Sender<Result<(), StoreError>>;
 /// A flush waiting for its answer: for one context, or for all.
@@ -70,7 +69,11 @@ impl Ledger {
     /// Tells waiters their events are durable, or which were refused since the last answer
     /// — of `context_id` only, or of every context for `None` — and lets the context(s)
     /// write again after a failed write.
-    pub(crate) fn answer(&mut self, context_id: Option<&str>, replies: impl Iterator<Item = Reply>) {
+    pub(crate) fn answer(
+        &mut self,
+        context_id: Option<&str>,
+        replies: impl Iterator<Item = Reply>,
+    ) {
         let (count, examples) = match context_id {
             Some(context_id) => self
                 .rejections

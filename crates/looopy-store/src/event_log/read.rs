@@ -69,7 +69,12 @@ fn read_page(
 }
 
 /// Parses a stored event and checks it is the row it claims to be.
-pub(crate) fn decode_event(data: &str, context_id: &str, seq: i64, key: &str) -> Result<Event, StoreError> {
+pub(crate) fn decode_event(
+    data: &str,
+    context_id: &str,
+    seq: i64,
+    key: &str,
+) -> Result<Event, StoreError> {
     let event: Event = decode_json(data, "events", key, "data")?;
     if event.context_id != context_id || i64::try_from(event.seq).ok() != Some(seq) {
         return Err(StoreError::Corrupt {

@@ -13,10 +13,10 @@ use rusqlite::{Connection, TransactionBehavior};
 use tokio::sync::{OwnedSemaphorePermit, broadcast, mpsc};
 
 use super::checkpoint::Checkpointer;
+use super::ledger::{AFTER_FAILED_WRITE, Ledger};
 use super::rows::{self, ContextMemo, Encoder};
 use super::{Batch, Command, Stats};
 use crate::health::Health;
-use super::ledger::{AFTER_FAILED_WRITE, Ledger};
 
 /// Contexts whose last `seq` the writer remembers; past this the memo starts over (misses
 /// cost one indexed `MAX(seq)` lookup).
@@ -321,9 +321,11 @@ impl Writer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::StoreError;
     use chrono::Utc;
     use looopy_protocol::EventPayload;
     use looopy_protocol::event::ContentDelta;
+    use tokio::sync::oneshot;
 
     fn event(context_id: &str, seq: u64) -> Event {
         Event {
@@ -417,7 +419,10 @@ mod tests {
         writer.commit(vec![event("a", 100)]);
         writer.commit((1..=40).map(|seq| event("a", seq)).collect());
         assert_eq!(writer.ledger.rejections["a"].count, 40);
-        assert_eq!(writer.ledger.rejections["a"].examples.len(), super::super::ledger::REJECTION_EXAMPLES);
+        assert_eq!(
+            writer.ledger.rejections["a"].examples.len(),
+            super::super::ledger::REJECTION_EXAMPLES
+        );
     }
 
     #[test]

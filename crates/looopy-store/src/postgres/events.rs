@@ -233,7 +233,12 @@ impl Writer {
     async fn one_by_one(&mut self, encoded: Vec<Encoded>) -> Vec<Event> {
         let mut committed = Vec::new();
         for one in encoded {
-            if self.ledger.health.failure_of(&one.event.context_id).is_some() {
+            if self
+                .ledger
+                .health
+                .failure_of(&one.event.context_id)
+                .is_some()
+            {
                 self.ledger
                     .reject(&one.event, AFTER_FAILED_WRITE.to_string(), true);
                 continue;
@@ -267,7 +272,12 @@ impl Writer {
         let reason = format!("write failed: {error}");
         tracing::warn!(%error, events = encoded.len(), "PostgreSQL event batch failed");
         for one in encoded {
-            if self.ledger.health.failure_of(&one.event.context_id).is_none() {
+            if self
+                .ledger
+                .health
+                .failure_of(&one.event.context_id)
+                .is_none()
+            {
                 self.ledger
                     .health
                     .context_failed(&one.event.context_id, &reason);
@@ -287,7 +297,13 @@ impl Writer {
             match verdict {
                 None => committed.push(one.event),
                 Some((reason, fenced)) => {
-                    if fenced && self.ledger.health.failure_of(&one.event.context_id).is_none() {
+                    if fenced
+                        && self
+                            .ledger
+                            .health
+                            .failure_of(&one.event.context_id)
+                            .is_none()
+                    {
                         // A replica that lost its lease must stop writing the context: its
                         // producer's later appends fail at once.
                         self.ledger

@@ -7,6 +7,8 @@
 //! are embedded and run at open under an advisory lock, so replicas starting together
 //! migrate once.
 
+pub(crate) mod artifact_content;
+pub(crate) mod artifacts;
 pub(crate) mod events;
 mod leases;
 pub(crate) mod records;
@@ -21,10 +23,11 @@ use tokio_postgres::NoTls;
 use crate::StoreError;
 use crate::health::Health;
 
-
 /// Connections to one PostgreSQL database (and schema), shared by every clone of a store.
 pub(crate) struct PgBackend {
     pool: Pool,
+    /// For connections of their own (the bus's `LISTEN`), outside the pool.
+    config: tokio_postgres::Config,
     /// Where it points, with any password removed: for logs and `Store::location`.
     location: String,
     health: Arc<Health>,
@@ -80,7 +83,8 @@ impl PgBackend {
             .map_err(|e| StoreError::Invalid(format!("PostgreSQL pool: {e}")))?;
         let backend = PgBackend {
             pool,
-            location: redact(url),
+            config,
+            location: redact_url(url),
             health: Arc::new(Health::default()),
         };
         let mut client = backend.client().await?;
@@ -103,6 +107,19 @@ impl PgBackend {
             self.health.degrade(&error.to_string());
             error
         })
+    }
+
+    /// A connection of its own (not pooled), with its driver future, for `LISTEN`.
+    pub(crate) async fn dedicated(
+        &self,
+    ) -> Result<
+        (
+            tokio_postgres::Client,
+            tokio_postgres::Connection<tokio_postgres::Socket, tokio_postgres::tls::NoTlsStream>,
+        ),
+        StoreError,
+    > {
+        Ok(self.config.connect(NoTls).await?)
     }
 
     /// Runs `f` on a pooled connection, noting storage failures in the store's health.
@@ -137,9 +154,7 @@ impl PgBackend {
     /// A cheap round trip: the database answers and is not read-only.
     pub(crate) async fn ping(&self) -> Result<(), StoreError> {
         self.run(async |client| {
-            let row = client
-                .query_one("SELECT pg_is_in_recovery()", &[])
-                .await?;
+            let row = client.query_one("SELECT pg_is_in_recovery()", &[]).await?;
             let standby: bool = row.try_get(0)?;
             if standby {
                 return Err(StoreError::Unavailable {
@@ -170,7 +185,7 @@ fn check_identifier(name: &str) -> Result<(), StoreError> {
 }
 
 /// `url` without its password, for messages.
-pub(crate) fn redact(url: &str) -> String {
+pub fn redact_url(url: &str) -> String {
     match url.split_once("://") {
         Some((scheme, rest)) => match rest.split_once('@') {
             Some((userinfo, host)) => {
@@ -190,10 +205,10 @@ mod tests {
     #[test]
     fn passwords_are_redacted() {
         assert_eq!(
-            redact("postgres://bob:secret@db:5432/x"),
+            redact_url("postgres://bob:secret@db:5432/x"),
             "postgres://bob@db:5432/x"
         );
-        assert_eq!(redact("postgres://db/x"), "postgres://db/x");
+        assert_eq!(redact_url("postgres://db/x"), "postgres://db/x");
     }
 
     #[test]

@@ -56,7 +56,9 @@ const MIGRATIONS: &[&str] = &[
         kind        TEXT COLLATE "C" NOT NULL,
         name        TEXT,
         mime_type   TEXT,
-        content     TEXT NOT NULL,
+        -- Content columns are the UTF-8 bytes of the text: unlike SQLite's TEXT,
+        -- PostgreSQL's cannot hold U+0000, which a text file may contain.
+        content     BYTEA NOT NULL,
         metadata    TEXT NOT NULL,
         created_at  TEXT COLLATE "C" NOT NULL,
         updated_at  TEXT COLLATE "C" NOT NULL
@@ -68,12 +70,14 @@ const MIGRATIONS: &[&str] = &[
     CREATE TABLE artifact_chunks (
         artifact_id TEXT COLLATE "C" NOT NULL,
         position    BIGINT NOT NULL,
-        data        TEXT NOT NULL,
+        data        BYTEA NOT NULL,
         PRIMARY KEY (artifact_id, position)
     );
 
     -- Artifact content too big to keep in a row of `artifacts` (the SQLite backend keeps it
-    -- in files beside the database; replicas share nothing but the database).
+    -- in files beside the database; replicas share nothing but the database), in pieces of
+    -- at most 256 KiB so a reader streams it in bounded memory. Rows here mean the content
+    -- lives here: the artifact's row content is then empty and it has no chunks.
     CREATE TABLE artifact_blobs (
         artifact_id TEXT COLLATE "C" NOT NULL,
         position    BIGINT NOT NULL,

@@ -2,6 +2,10 @@
 //! initial content; appended chunks live in their own rows so a file streamed in many
 //! chunks costs O(total) to write, not O(total²). Content past [`files::SPILL_BYTES`]
 //! moves to a file in a content directory beside the database (see [`files`]).
+//!
+//! On PostgreSQL every method hands over to `postgres/artifacts.rs`, which keeps spilled
+//! content in the database instead (replicas share nothing else); the record decoding and
+//! metadata merge below serve both backends.
 
 mod content;
 mod files;
@@ -10,7 +14,7 @@ pub use content::{ArtifactBody, ArtifactContent};
 
 use std::path::Path;
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::Store;
@@ -47,13 +51,71 @@ fn raw(row: &rusqlite::Row<'_>) -> rusqlite::Result<RawArtifact> {
     })
 }
 
+impl RawArtifact {
+    /// The record, with `content` as its content (the row's own is dropped).
+    fn into_record(self, content: String) -> Result<ArtifactRecord, StoreError> {
+        let (metadata, created_at, updated_at) = ArtifactRecord::decode_columns(
+            &self.artifact_id,
+            &self.metadata,
+            &self.created_at,
+            &self.updated_at,
+        )?;
+        Ok(ArtifactRecord {
+            artifact_id: self.artifact_id,
+            context_id: self.context_id,
+            task_id: self.task_id,
+            kind: self.kind,
+            name: self.name,
+            mime_type: self.mime_type,
+            content,
+            metadata,
+            created_at,
+            updated_at,
+        })
+    }
+}
+
+impl ArtifactRecord {
+    /// Decodes the columns both backends keep encoded as text — the metadata JSON and the
+    /// two RFC 3339 timestamps — of the artifact `key`; a bad one is a
+    /// [`StoreError::Corrupt`] naming the row.
+    pub(crate) fn decode_columns(
+        key: &str,
+        metadata: &str,
+        created_at: &str,
+        updated_at: &str,
+    ) -> Result<(serde_json::Value, DateTime<Utc>, DateTime<Utc>), StoreError> {
+        Ok((
+            decode_json(metadata, "artifacts", key, "metadata")?,
+            decode_time(created_at, "artifacts", key, "created_at")?,
+            decode_time(updated_at, "artifacts", key, "updated_at")?,
+        ))
+    }
+
+    /// `current` metadata with `patch` merged in: an object patch's keys replace or add
+    /// to an object's, anything else replaces it whole (both backends).
+    pub(crate) fn merged_metadata(
+        mut current: serde_json::Value,
+        patch: serde_json::Value,
+    ) -> serde_json::Value {
+        match (current.as_object_mut(), patch) {
+            (Some(into), serde_json::Value::Object(from)) => {
+                into.extend(from);
+                current
+            }
+            (_, patch) => patch,
+        }
+    }
+}
+
 /// Decodes a row and appends its chunks to the content.
-fn decode(conn: &Connection, dir: &Path, raw: RawArtifact) -> Result<ArtifactRecord, StoreError> {
+fn decode(
+    conn: &Connection,
+    dir: &Path,
+    mut raw: RawArtifact,
+) -> Result<ArtifactRecord, StoreError> {
     let key = raw.artifact_id.as_str();
-    let metadata = decode_json(&raw.metadata, "artifacts", key, "metadata")?;
-    let created_at = decode_time(&raw.created_at, "artifacts", key, "created_at")?;
-    let updated_at = decode_time(&raw.updated_at, "artifacts", key, "updated_at")?;
-    let mut content = raw.content;
+    let mut content = std::mem::take(&mut raw.content);
     let spilled = match files::content_file(dir, key) {
         Some(file) => files::read(&file)?,
         None => None,
@@ -69,23 +131,15 @@ fn decode(conn: &Connection, dir: &Path, raw: RawArtifact) -> Result<ArtifactRec
             content.push_str(&row.get::<_, String>(0)?);
         }
     }
-    Ok(ArtifactRecord {
-        artifact_id: raw.artifact_id,
-        context_id: raw.context_id,
-        task_id: raw.task_id,
-        kind: raw.kind,
-        name: raw.name,
-        mime_type: raw.mime_type,
-        content,
-        metadata,
-        created_at,
-        updated_at,
-    })
+    raw.into_record(content)
 }
 
 impl Store {
     /// Creates the artifact, or replaces it entirely (earlier appended chunks included).
     pub async fn put_artifact(&self, a: &ArtifactRecord) -> Result<(), StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg.put_artifact(a).await;
+        }
         let a = a.clone();
         let metadata = encode_json(&a.metadata)?;
         let dir = files::content_dir(self.path());
@@ -123,6 +177,9 @@ impl Store {
     /// rows as JSON lines — include the trailing `\n`). Fails with
     /// [`StoreError::NotFound`] when the artifact was never put.
     pub async fn append_artifact(&self, artifact_id: &str, chunk: &str) -> Result<(), StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg.append_artifact(artifact_id, chunk).await;
+        }
         let artifact_id = artifact_id.to_string();
         let chunk = chunk.to_string();
         let dir = files::content_dir(self.path());
@@ -138,6 +195,14 @@ impl Store {
                     }
                 }
                 let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                // Another append may have spilled the content while this one waited for the
+                // write lock (a spill happens under it): its chunk belongs in the file now,
+                // where a reader looks once the file exists, not in `artifact_chunks`.
+                if let Some(file) = &file {
+                    if file.exists() {
+                        return files::append(file, &chunk);
+                    }
+                }
                 let changed = tx
                     .prepare_cached("UPDATE artifacts SET updated_at = ?2 WHERE artifact_id = ?1")?
                     .execute(params![artifact_id, encode_time(&Utc::now())])?;
@@ -182,6 +247,9 @@ impl Store {
         artifact_id: &str,
         patch: serde_json::Value,
     ) -> Result<(), StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg.merge_artifact_metadata(artifact_id, patch).await;
+        }
         let artifact_id = artifact_id.to_string();
         self.pool()?
             .run(move |conn| {
@@ -196,15 +264,8 @@ impl Store {
                         id: artifact_id,
                     });
                 };
-                let mut merged: serde_json::Value =
-                    decode_json(&current, "artifacts", &artifact_id, "metadata")?;
-                if let (Some(into), serde_json::Value::Object(from)) =
-                    (merged.as_object_mut(), &patch)
-                {
-                    into.extend(from.clone());
-                } else {
-                    merged = patch.clone();
-                }
+                let current = decode_json(&current, "artifacts", &artifact_id, "metadata")?;
+                let merged = ArtifactRecord::merged_metadata(current, patch);
                 tx.prepare_cached(
                     "UPDATE artifacts SET metadata = ?2, updated_at = ?3 WHERE artifact_id = ?1",
                 )?
@@ -224,6 +285,9 @@ impl Store {
         &self,
         artifact_id: &str,
     ) -> Result<Option<ArtifactRecord>, StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg.get_artifact(artifact_id).await;
+        }
         let artifact_id = artifact_id.to_string();
         let dir = files::content_dir(self.path());
         self.pool()?
@@ -264,6 +328,9 @@ impl Store {
         column: &'static str,
         value: &str,
     ) -> Result<Vec<ArtifactRecord>, StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg.artifact_headers(column, value).await;
+        }
         let value = value.to_string();
         self.pool()?
             .run(move |conn| {
@@ -274,22 +341,7 @@ impl Store {
                     .query_map([&value], raw)?
                     .collect::<Result<Vec<_>, _>>()?;
                 raws.into_iter()
-                    .map(|mut r| {
-                        r.content = String::new();
-                        let key = r.artifact_id.as_str();
-                        Ok(ArtifactRecord {
-                            metadata: decode_json(&r.metadata, "artifacts", key, "metadata")?,
-                            created_at: decode_time(&r.created_at, "artifacts", key, "created_at")?,
-                            updated_at: decode_time(&r.updated_at, "artifacts", key, "updated_at")?,
-                            artifact_id: r.artifact_id,
-                            context_id: r.context_id,
-                            task_id: r.task_id,
-                            kind: r.kind,
-                            name: r.name,
-                            mime_type: r.mime_type,
-                            content: r.content,
-                        })
-                    })
+                    .map(|r| r.into_record(String::new()))
                     .collect()
             })
             .await
@@ -316,6 +368,9 @@ impl Store {
         column: &'static str,
         value: &str,
     ) -> Result<Vec<ArtifactRecord>, StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg.artifacts_where(column, value).await;
+        }
         let value = value.to_string();
         let dir = files::content_dir(self.path());
         self.pool()?

@@ -13,8 +13,8 @@ use chrono::{DateTime, Utc};
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
 use super::Store;
-use crate::db::{decode_time, encode_time};
 use crate::StoreError;
+use crate::db::{decode_time, encode_time};
 
 /// A context's lease as its holder sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,14 +80,20 @@ impl Store {
                 .await?
         };
         if let Some(lease) = &lease {
-            self.event_log().fences().hold(&lease.context_id, lease.token);
+            self.event_log()
+                .fences()
+                .hold(&lease.context_id, lease.token);
         }
         Ok(lease)
     }
 
     /// Extends a held lease by `ttl` from now. `None` when it was lost (taken over after
     /// it expired): the holder must stop working on the context.
-    pub async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Option<Lease>, StoreError> {
+    pub async fn renew_lease(
+        &self,
+        lease: &Lease,
+        ttl: Duration,
+    ) -> Result<Option<Lease>, StoreError> {
         let renewed = if let Some(pg) = self.pg() {
             pg.renew_lease(lease, ttl).await?
         } else {
@@ -106,12 +112,17 @@ impl Store {
                             lease.token,
                             encode_time(&expires_at)
                         ])?;
-                    Ok((changed == 1).then_some(Lease { expires_at, ..lease }))
+                    Ok((changed == 1).then_some(Lease {
+                        expires_at,
+                        ..lease
+                    }))
                 })
                 .await?
         };
         if renewed.is_none() {
-            self.event_log().fences().release(&lease.context_id, lease.token);
+            self.event_log()
+                .fences()
+                .release(&lease.context_id, lease.token);
         }
         Ok(renewed)
     }
@@ -119,7 +130,9 @@ impl Store {
     /// Gives a held lease back (the row and its token stay, so tokens keep growing). False
     /// if it was no longer held. Appends of the context no longer carry its token.
     pub async fn release_lease(&self, lease: &Lease) -> Result<bool, StoreError> {
-        self.event_log().fences().release(&lease.context_id, lease.token);
+        self.event_log()
+            .fences()
+            .release(&lease.context_id, lease.token);
         if let Some(pg) = self.pg() {
             return pg.release_lease(lease).await;
         }
@@ -146,14 +159,16 @@ impl Store {
         self.pool()?
             .run(move |conn| {
                 let now = Utc::now();
-                Ok(select(conn, &context_id)?.and_then(|(owner, token, expires_at, released)| {
-                    (!released && expires_at > now).then_some(Lease {
-                        context_id,
-                        owner,
-                        token,
-                        expires_at,
-                    })
-                }))
+                Ok(
+                    select(conn, &context_id)?.and_then(|(owner, token, expires_at, released)| {
+                        (!released && expires_at > now).then_some(Lease {
+                            context_id,
+                            owner,
+                            token,
+                            expires_at,
+                        })
+                    }),
+                )
             })
             .await
     }
@@ -173,12 +188,18 @@ impl Store {
                      WHERE released = 0 AND expires_at < ?1 ORDER BY expires_at LIMIT ?2",
                 )?;
                 let rows = statement.query_map(params![now, limit], |row| {
-                    Ok((row.get::<_, String>(0)?, row.get(1)?, row.get(2)?, row.get::<_, String>(3)?))
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get(1)?,
+                        row.get(2)?,
+                        row.get::<_, String>(3)?,
+                    ))
                 })?;
                 let mut leases = Vec::new();
                 for row in rows {
                     let (context_id, owner, token, expires) = row?;
-                    let expires_at = decode_time(&expires, "context_leases", &context_id, "expires_at")?;
+                    let expires_at =
+                        decode_time(&expires, "context_leases", &context_id, "expires_at")?;
                     leases.push(Lease {
                         context_id,
                         owner,
@@ -192,16 +213,18 @@ impl Store {
     }
 }
 
-/// The lease row of `context_id`: (owner, token, expires_at, released).
-fn select(
-    conn: &rusqlite::Connection,
-    context_id: &str,
-) -> Result<Option<(String, i64, DateTime<Utc>, bool)>, StoreError> {
+/// A lease row: (owner, token, expires_at, released).
+type LeaseRow = (String, i64, DateTime<Utc>, bool);
+
+/// The lease row of `context_id`.
+fn select(conn: &rusqlite::Connection, context_id: &str) -> Result<Option<LeaseRow>, StoreError> {
     let row: Option<(String, i64, String, bool)> = conn
         .prepare_cached(
             "SELECT owner, token, expires_at, released FROM context_leases WHERE context_id = ?1",
         )?
-        .query_row([context_id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)))
+        .query_row([context_id], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+        })
         .optional()?;
     row.map(|(owner, token, expires, released)| {
         let expires_at = decode_time(&expires, "context_leases", context_id, "expires_at")?;

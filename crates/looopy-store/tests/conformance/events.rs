@@ -1,7 +1,5 @@
 //! Conformance: the event log — group commit, order, seq checks, flush reports, tail.
 
-use std::time::Duration;
-
 use chrono::Utc;
 use futures::StreamExt;
 use looopy_protocol::event::ContentDelta;
@@ -71,8 +69,16 @@ async fn a_non_increasing_seq_is_reported_by_flush_and_the_rest_is_written(store
         Err(StoreError::Rejected { count, examples }) => {
             assert_eq!(count, 2);
             assert_eq!(examples.len(), 2);
-            assert!(examples.iter().all(|e| !e.write_failed && e.context_id == "ctx"));
-            assert!(examples[0].reason.contains("not above"), "{}", examples[0].reason);
+            assert!(
+                examples
+                    .iter()
+                    .all(|e| !e.write_failed && e.context_id == "ctx")
+            );
+            assert!(
+                examples[0].reason.contains("not above"),
+                "{}",
+                examples[0].reason
+            );
         }
         other => panic!("expected Rejected, got {other:?}"),
     }
@@ -196,7 +202,11 @@ async fn concurrent_producers_of_many_contexts_lose_nothing(store: Store) {
     }
     for p in 0..8 {
         let context = format!("ctx-{p}");
-        let events = store.event_log().read_after(&context, 0, 1_000).await.unwrap();
+        let events = store
+            .event_log()
+            .read_after(&context, 0, 1_000)
+            .await
+            .unwrap();
         assert_eq!(
             events.iter().map(|e| e.seq).collect::<Vec<_>>(),
             (1..=500).collect::<Vec<_>>()

@@ -1,15 +1,15 @@
 //! Reading an artifact's content without loading it whole: small content (kept in SQLite)
 //! comes back as text, content that spilled to `<database>-artifacts/<id>` as an open file
 //! and the length it had when it was opened, so a download of a 100 MB file costs one
-//! read buffer, not 100 MB (or 133 MB of base64).
+//! read buffer, not 100 MB (or 133 MB of base64). A PostgreSQL store hands spilled content
+//! over the same way, as a private temporary copy (see `postgres/artifact_content.rs`).
 
 use std::fs::File;
 use std::path::PathBuf;
 
 use rusqlite::OptionalExtension;
 
-use super::{COLUMNS, RawArtifact, files, raw};
-use crate::db::{decode_json, decode_time};
+use super::{COLUMNS, files, raw};
 use crate::{ArtifactRecord, Store, StoreError};
 
 /// An artifact's header and its stored content, ready to be streamed.
@@ -30,16 +30,26 @@ pub struct ArtifactContent {
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum ArtifactBody {
-    /// Kept in SQLite (under the 1 MiB spill size, or a record put whole), loaded whole.
+    /// Kept in the database's rows (under the 1 MiB spill size, or a record put whole),
+    /// loaded whole.
     Inline(String),
     /// In a content file. The file was opened while the artifact's row was read, so this
     /// handle sees a consistent content even if the artifact is replaced afterwards (the
     /// old file is unlinked, not overwritten); `len` is its length at that moment, which
     /// is all a reader should take from a file that may still be growing.
+    ///
+    /// On PostgreSQL (no files beside the database) the spilled content is copied, from
+    /// one snapshot of the database, into an anonymous temporary file that goes when
+    /// `file` is closed; `path` then only names where the content came from
+    /// (`<store location>#artifact_blobs/<id>`), for messages.
     File { file: File, path: PathBuf, len: u64 },
 }
 
 impl ArtifactBody {
+    /// Content larger than this (bytes of stored text) leaves the artifact's row: to a
+    /// file beside a SQLite database, to `artifact_blobs` rows on PostgreSQL.
+    pub(crate) const SPILL_BYTES: u64 = files::SPILL_BYTES;
+
     /// Bytes of stored text (base64 characters for a binary file).
     pub fn stored_len(&self) -> u64 {
         match self {
@@ -58,24 +68,6 @@ impl ArtifactContent {
             .and_then(serde_json::Value::as_str)
             == Some("base64")
     }
-}
-
-/// The record of `raw` with an empty content.
-fn header(mut raw: RawArtifact) -> Result<ArtifactRecord, StoreError> {
-    raw.content = String::new();
-    let key = raw.artifact_id.as_str();
-    Ok(ArtifactRecord {
-        metadata: decode_json(&raw.metadata, "artifacts", key, "metadata")?,
-        created_at: decode_time(&raw.created_at, "artifacts", key, "created_at")?,
-        updated_at: decode_time(&raw.updated_at, "artifacts", key, "updated_at")?,
-        artifact_id: raw.artifact_id,
-        context_id: raw.context_id,
-        task_id: raw.task_id,
-        kind: raw.kind,
-        name: raw.name,
-        mime_type: raw.mime_type,
-        content: raw.content,
-    })
 }
 
 /// Opens the content file at `path`; `None` when there is none (the content is in SQLite).
@@ -113,6 +105,9 @@ impl Store {
         &self,
         artifact_id: &str,
     ) -> Result<Option<ArtifactContent>, StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg.artifact_content(artifact_id).await;
+        }
         let artifact_id = artifact_id.to_string();
         let dir = files::content_dir(self.path());
         self.pool()?
@@ -128,7 +123,7 @@ impl Store {
                     return Ok(None);
                 };
                 let mut content = std::mem::take(&mut found.content);
-                let header = header(found)?;
+                let header = found.into_record(String::new())?;
                 let spilled = match files::content_file(&dir, &artifact_id) {
                     Some(path) => open(path)?,
                     None => None,
