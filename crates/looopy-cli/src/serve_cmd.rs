@@ -78,9 +78,16 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
     if store.is_shared() {
         looopy_server::metrics::set_replica_label(store.replica_id());
         let bus = match &args.nats {
-            Some(url) => looopy_store::Bus::nats(&store, url, looopy_store::BusOptions::default())
-                .await
-                .with_context(|| format!("connecting to NATS at {url}"))?,
+            Some(url) => {
+                let mut options = looopy_store::BusOptions::default();
+                // Deployments (and test runs) sharing one NATS server keep apart by prefix.
+                if let Ok(prefix) = std::env::var("LOOOPY_NATS_PREFIX") {
+                    options.prefix = prefix;
+                }
+                looopy_store::Bus::nats(&store, url, options)
+                    .await
+                    .with_context(|| format!("connecting to NATS at {url}"))?
+            }
             None => looopy_store::Bus::postgres(&store)
                 .await
                 .context("listening for other replicas (PostgreSQL LISTEN/NOTIFY)")?,

@@ -1,0 +1,331 @@
+//! Three `looopy serve` processes on loopback ports sharing one PostgreSQL schema and one
+//! NATS server, as an operator runs them behind a load balancer: a turn started on one
+//! replica streams from another and resumes on a third with `Last-Event-ID`; a replica
+//! killed mid-turn has its task failed by another within the lease time; a cancel reaches
+//! the replica running the turn; a replica paused past its lease cannot write when it
+//! wakes (fencing). Needs the machine's PostgreSQL and NATS: skips without them unless
+//! `LOOOPY_REQUIRE_E2E=1`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::pin::pin;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use futures::StreamExt;
+use looopy_stream::sse::SseEvent;
+use looopy_testkit::services::{self, TestSchema};
+use serde_json::Value;
+
+use support::{PATIENCE, Server, context_events};
+
+/// Lease time of the test replicas: short, so a dead replica is noticed quickly.
+const LEASE: &str = "2s";
+
+/// A long, slow answer: about ten seconds of deltas.
+fn slow_script(dir: &std::path::Path) -> std::path::PathBuf {
+    let script = dir.join("slow.yaml");
+    let turn = "- responses:\n    - steps:\n        - text: \"".to_string()
+        + &"tick ".repeat(200)
+        + "\"\n          chunk_size: 5\n          delay_ms: 50\n";
+    std::fs::write(&script, turn.repeat(4)).unwrap();
+    script
+}
+
+struct Cluster {
+    replicas: Vec<Server>,
+    _schema: TestSchema,
+    _dir: tempfile::TempDir,
+}
+
+/// Three replicas on one fresh schema; `None` (skip) without PostgreSQL or NATS.
+async fn cluster(name: &str) -> Option<Cluster> {
+    let schema = TestSchema::create(name).await?;
+    let nats = services::nats().await?;
+    let dir = tempfile::tempdir().unwrap();
+    let script = slow_script(dir.path());
+    let prefix = services::unique_name(name);
+    let mut replicas = Vec::new();
+    for i in 1..=3 {
+        let home = dir.path().join(format!("replica-{i}"));
+        std::fs::create_dir_all(&home).unwrap();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_looopy"));
+        command
+            .args(["serve", "--addr", "127.0.0.1:0", "--provider", "scripted"])
+            .args(["--db", &schema.url_with_schema()])
+            .args(["--nats", &nats])
+            .args(["--replica-id", &format!("{prefix}-r{i}")])
+            .args(["--lease-ttl", LEASE])
+            .arg("--script")
+            .arg(&script)
+            .env("LOOOPY_NATS_PREFIX", &prefix)
+            .env("HOME", &home)
+            .env_remove("LOOOPY_DB")
+            .env_remove("LOOOPY_TOKENS")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("ANTHROPIC_API_KEY")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        replicas.push(support::start(command));
+    }
+    Some(Cluster {
+        replicas,
+        _schema: schema,
+        _dir: dir,
+    })
+}
+
+async fn post_message(base: &str, context: &str, text: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(format!("{base}/v1/contexts/{context}/messages"))
+        .json(&serde_json::json!({ "message": text }))
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn start_turn(base: &str, context: &str) -> String {
+    let response = post_message(base, context, "count slowly").await;
+    assert_eq!(response.status(), 202);
+    let body: Value = response.json().await.unwrap();
+    body["taskId"].as_str().unwrap().to_string()
+}
+
+/// Reads `stream` until `stop` says so (or the patience runs out).
+async fn read_until(
+    stream: impl futures::Stream<Item = SseEvent>,
+    mut stop: impl FnMut(&[SseEvent]) -> bool,
+) -> Vec<SseEvent> {
+    let mut stream = pin!(stream);
+    let mut seen = Vec::new();
+    while !stop(&seen) {
+        match tokio::time::timeout(PATIENCE, stream.next()).await {
+            Ok(Some(event)) => seen.push(event),
+            Ok(None) => break,
+            Err(_) => panic!(
+                "stream stalled after {} events: {:?}",
+                seen.len(),
+                seen.last()
+            ),
+        }
+    }
+    seen
+}
+
+fn deltas(events: &[SseEvent]) -> usize {
+    events.iter().filter(|e| e.event == "content-delta").count()
+}
+
+fn ids(events: &[SseEvent]) -> Vec<u64> {
+    events.iter().map(|e| e.id.parse().unwrap()).collect()
+}
+
+fn done(events: &[SseEvent]) -> bool {
+    events.last().is_some_and(|e| e.event == "task-complete")
+}
+
+/// The whole log of `context`, replayed from `base` until the task completes.
+async fn replay(base: &str, context: &str) -> Vec<SseEvent> {
+    read_until(context_events(base, context, 0).await, done).await
+}
+
+fn status_of(event: &SseEvent) -> Value {
+    serde_json::from_str(&event.data).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_streams_from_another_replica_and_resumes_on_a_third_without_gap() {
+    let Some(cluster) = cluster("stream").await else {
+        return;
+    };
+    let [r1, r2, r3] = &cluster.replicas[..] else {
+        unreachable!()
+    };
+    start_turn(&r1.base, "ctx-stream").await;
+    // Live from replica 2 while replica 1 runs the turn.
+    let first = read_until(context_events(&r2.base, "ctx-stream", 0).await, |seen| {
+        deltas(seen) >= 15
+    })
+    .await;
+    let last_id = ids(&first).last().copied().unwrap();
+    // Reconnect to replica 3 mid-turn with Last-Event-ID.
+    let rest = read_until(context_events(&r3.base, "ctx-stream", last_id).await, done).await;
+    assert!(
+        deltas(&first) < 200,
+        "the reconnect happened mid-turn ({} deltas before it)",
+        deltas(&first)
+    );
+    let mut seen = first.clone();
+    seen.extend(rest);
+    // What the client saw across the two replicas is exactly the log: no gap, no duplicate.
+    let log = replay(&r1.base, "ctx-stream").await;
+    assert_eq!(ids(&seen), ids(&log));
+    assert_eq!(
+        seen.iter().map(|e| &e.data).collect::<Vec<_>>(),
+        log.iter().map(|e| &e.data).collect::<Vec<_>>()
+    );
+    assert_eq!(deltas(&log), 200);
+    let status = status_of(&log[log.len() - 2]);
+    assert_eq!(status["status"], "completed", "{status}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_killed_mid_turn_has_its_task_failed_by_another_within_the_lease() {
+    let Some(mut cluster) = cluster("killed").await else {
+        return;
+    };
+    let task = start_turn(&cluster.replicas[0].base, "ctx-killed").await;
+    let before = read_until(
+        context_events(&cluster.replicas[1].base, "ctx-killed", 0).await,
+        |seen| deltas(seen) >= 10,
+    )
+    .await;
+    let mut dead = cluster.replicas.remove(0);
+    dead.child.kill().unwrap(); // SIGKILL: no shutdown code runs
+    dead.child.wait().unwrap();
+    let killed_at = std::time::Instant::now();
+    let (r2, r3) = (&cluster.replicas[0], &cluster.replicas[1]);
+    // Replica 2's stream goes on: the failure is logged by whichever replica noticed.
+    let last_id = ids(&before).last().copied().unwrap();
+    let after = read_until(context_events(&r2.base, "ctx-killed", last_id).await, done).await;
+    let noticed = killed_at.elapsed();
+    assert!(
+        noticed < Duration::from_secs(2 * 2 + 5),
+        "the dead replica's task was failed after {noticed:?} (lease {LEASE})"
+    );
+    let status = status_of(&after[after.len() - 2]);
+    assert_eq!(status["status"], "failed", "{status}");
+    assert_eq!(status["error"]["code"], "interrupted");
+    // Every logged event replays, from any replica, without gap or duplicate.
+    let log = replay(&r3.base, "ctx-killed").await;
+    let mut seen = before;
+    seen.extend(after);
+    assert_eq!(ids(&seen), ids(&log));
+    let record: Value = reqwest::get(format!("{}/v1/tasks/{task}", r3.base))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(record["state"], "failed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_through_another_replica_stops_the_turn_where_it_runs() {
+    let Some(cluster) = cluster("cancel").await else {
+        return;
+    };
+    let [r1, r2, r3] = &cluster.replicas[..] else {
+        unreachable!()
+    };
+    let task = start_turn(&r1.base, "ctx-cancel").await;
+    read_until(context_events(&r3.base, "ctx-cancel", 0).await, |seen| {
+        deltas(seen) >= 5
+    })
+    .await;
+    let response = reqwest::Client::new()
+        .post(format!("{}/v1/tasks/{task}/cancel", r2.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 202, "{}", response.text().await.unwrap());
+    let log = replay(&r3.base, "ctx-cancel").await;
+    let status = status_of(&log[log.len() - 2]);
+    assert_eq!(status["status"], "canceled", "{status}");
+    assert!(deltas(&log) < 200, "canceled mid-turn");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_messages_to_one_context_through_two_replicas_run_one_at_a_time() {
+    let Some(cluster) = cluster("race").await else {
+        return;
+    };
+    let [r1, r2, r3] = &cluster.replicas[..] else {
+        unreachable!()
+    };
+    let (a, b) = tokio::join!(
+        post_message(&r1.base, "ctx-race", "first"),
+        post_message(&r2.base, "ctx-race", "second")
+    );
+    let statuses = [a.status().as_u16(), b.status().as_u16()];
+    // One turn runs; the other message is either queued behind it on the same replica or
+    // refused as busy (409, retryable) — never run at the same time, never dropped silently.
+    assert!(statuses.contains(&202), "{statuses:?}");
+    assert!(
+        statuses.iter().all(|s| *s == 202 || *s == 409),
+        "{statuses:?}"
+    );
+    let accepted = statuses.iter().filter(|s| **s == 202).count();
+    // Every accepted turn completes, one after the other: no event of one turn falls
+    // between another's start and end.
+    let events = read_until(context_events(&r3.base, "ctx-race", 0).await, |seen| {
+        seen.iter().filter(|e| e.event == "task-complete").count() == accepted
+    })
+    .await;
+    let mut running: Option<String> = None;
+    for event in &events {
+        let data = status_of(event);
+        let task = data["taskId"].as_str().unwrap().to_string();
+        match (&running, event.event.as_str()) {
+            (None, _) => running = Some(task),
+            (Some(current), "task-complete") if *current == task => running = None,
+            (Some(current), kind) => assert!(
+                *current == task || kind == "task-created",
+                "an event of {task} ({kind}) while {current} runs"
+            ),
+        }
+    }
+    let ids = ids(&events);
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "ordered, no duplicate");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_paused_past_its_lease_cannot_write_when_it_wakes() {
+    let Some(cluster) = cluster("paused").await else {
+        return;
+    };
+    let [r1, r2, r3] = &cluster.replicas[..] else {
+        unreachable!()
+    };
+    let task = start_turn(&r1.base, "ctx-paused").await;
+    read_until(context_events(&r2.base, "ctx-paused", 0).await, |seen| {
+        deltas(seen) >= 5
+    })
+    .await;
+    let pid = r1.pid().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-STOP", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    // Another replica notices the expired lease and fails the task.
+    let log = replay(&r2.base, "ctx-paused").await;
+    let status = status_of(&log[log.len() - 2]);
+    assert_eq!(status["status"], "failed", "{status}");
+    assert!(
+        Command::new("kill")
+            .args(["-CONT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    // Replica 1 wakes mid-stream with a stale lease: it must not add anything to the log.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after = replay(&r3.base, "ctx-paused").await;
+    assert_eq!(
+        ids(&after),
+        ids(&log),
+        "nothing was written after the takeover by the paused replica"
+    );
+    let record: Value = reqwest::get(format!("{}/v1/tasks/{task}", r3.base))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(record["state"], "failed");
+}
