@@ -41,10 +41,22 @@ struct Cluster {
 
 /// Three replicas on one fresh schema; `None` (skip) without PostgreSQL or NATS.
 async fn cluster(name: &str) -> Option<Cluster> {
+    cluster_with(name, None).await
+}
+
+/// [`cluster`] with the scripted model's script given (YAML); the slow one by default.
+async fn cluster_with(name: &str, script: Option<&str>) -> Option<Cluster> {
     let schema = TestSchema::create(name).await?;
     let nats = services::nats().await?;
     let dir = tempfile::tempdir().unwrap();
-    let script = slow_script(dir.path());
+    let script = match script {
+        Some(text) => {
+            let path = dir.path().join("script.yaml");
+            std::fs::write(&path, text).unwrap();
+            path
+        }
+        None => slow_script(dir.path()),
+    };
     let prefix = services::unique_name(name);
     let mut replicas = Vec::new();
     for i in 1..=3 {
@@ -328,4 +340,43 @@ async fn a_replica_paused_past_its_lease_cannot_write_when_it_wakes() {
         .await
         .unwrap();
     assert_eq!(record["state"], "failed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn input_asked_on_one_replica_is_answered_through_another() {
+    let ask = "- responses:\n    - steps:\n        - tool_call:\n            name: ask_user\n            arguments: {question: \"Name?\"}\n    - steps:\n        - \"Hello, Ada\"\n";
+    let Some(cluster) = cluster_with("input", Some(ask)).await else {
+        return;
+    };
+    let [r1, r2, r3] = &cluster.replicas[..] else {
+        unreachable!()
+    };
+    let task = start_turn(&r1.base, "ctx-input").await;
+    let asked = read_until(context_events(&r2.base, "ctx-input", 0).await, |seen| {
+        seen.iter().any(|e| e.event == "input-required")
+    })
+    .await;
+    let required = asked.iter().find(|e| e.event == "input-required").unwrap();
+    let input_id = status_of(required)["inputId"].as_str().unwrap().to_string();
+    // The paused task holds no replica: the answer goes to replica 3.
+    let response = reqwest::Client::new()
+        .post(format!("{}/v1/tasks/{task}/input", r3.base))
+        .json(&serde_json::json!({"inputId": input_id, "value": "Ada"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 202, "{}", response.text().await.unwrap());
+    let last_id = ids(&asked).last().copied().unwrap();
+    let rest = read_until(context_events(&r1.base, "ctx-input", last_id).await, done).await;
+    let status = status_of(&rest[rest.len() - 2]);
+    assert_eq!(status["status"], "completed", "{status}");
+    assert!(rest.iter().any(|e| e.event == "input-received"));
+    let log = replay(&r2.base, "ctx-input").await;
+    let mut seen = asked;
+    seen.extend(rest);
+    assert_eq!(
+        ids(&seen),
+        ids(&log),
+        "no gap, no duplicate across replicas"
+    );
 }
