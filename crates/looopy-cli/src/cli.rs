@@ -34,6 +34,9 @@ pub enum Command {
     /// Serve the agent as an MCP server over stdio (its `ask` tool), for editors and
     /// other agents that speak MCP.
     Mcp(crate::mcp_cmd::McpArgs),
+    /// Database maintenance: `db migrate` copies a SQLite database into PostgreSQL and
+    /// verifies the copy.
+    Db(crate::db_cmd::DbArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -1,5 +1,5 @@
 //! `looopy`: the command-line face of the runtime — parse, run, chat, resume, serve, tail,
-//! artifacts, a2a, mcp.
+//! artifacts, a2a, mcp, db.
 
 mod a2a_cmd;
 mod agent_setup;
@@ -10,6 +10,7 @@ mod artifacts_remote;
 mod auth_prompt;
 mod chat_cmd;
 mod cli;
+mod db_cmd;
 mod mcp_cmd;
 mod parse_cmd;
 mod render;
@@ -34,7 +35,11 @@ fn telemetry_options(command: &Command) -> telemetry::Options {
         Command::Resume(args) => Some(&args.agent),
         Command::Serve(args) => Some(&args.agent),
         Command::Mcp(args) => Some(&args.agent),
-        Command::Parse(_) | Command::Tail(_) | Command::Artifacts(_) | Command::A2a(_) => None,
+        Command::Parse(_)
+        | Command::Tail(_)
+        | Command::Artifacts(_)
+        | Command::A2a(_)
+        | Command::Db(_) => None,
     };
     telemetry::Options {
         otlp_endpoint: agent.and_then(|a| a.otlp_endpoint.clone()),
@@ -88,6 +93,7 @@ fn main() -> ExitCode {
             Command::Artifacts(args) => artifacts_cmd::run(args).await,
             Command::A2a(args) => a2a_cmd::run(args).await,
             Command::Mcp(args) => mcp_cmd::run(args).await,
+            Command::Db(args) => db_cmd::run(args).await,
         }
     });
     // After the run, from this thread: the last spans are exported on the runtime's workers

@@ -68,5 +68,5 @@ pub use health::StorageFailure;
 pub use postgres::{is_postgres_url, redact_url};
 pub use records::{ArtifactRecord, ContextRecord, TaskRecord};
 pub use schema::SCHEMA_VERSION;
-pub use store::{ArtifactBody, ArtifactContent};
+pub use store::{ArtifactBody, ArtifactContent, DatabaseLock, SealedSecretRecord};
 pub use store::{ContextCursor, Lease, PushConfigRecord, Store, StoreOptions, TaskPage, TaskQuery};

@@ -3,6 +3,7 @@
 
 mod artifacts;
 mod contexts;
+mod export;
 mod leases;
 mod memory;
 mod messages;
@@ -13,6 +14,7 @@ mod tasks;
 
 pub use artifacts::{ArtifactBody, ArtifactContent};
 pub use contexts::ContextCursor;
+pub use export::{DatabaseLock, SealedSecretRecord};
 pub use leases::Lease;
 pub use push::PushConfigRecord;
 pub use task_pages::{TaskPage, TaskQuery};
