@@ -7,13 +7,16 @@
 //! leases (`FOR SHARE`, so a takeover waits for an append in flight and the next append
 //! sees the new token), refuses events whose `seq` is not above the head or whose context's
 //! lease this process no longer holds, inserts the rest with one `UNNEST` statement and
-//! moves the heads. Only then is the batch broadcast and the doorbell rung.
+//! moves the heads. Only then is the batch broadcast and the doorbell rung. Statements that
+//! do not depend on each other's answers are pipelined (sent together, executed in order),
+//! so a batch of any size costs four round trips.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use looopy_protocol::Event;
 use tokio::sync::{OwnedSemaphorePermit, broadcast, mpsc};
+use tokio_postgres::types::ToSql;
 
 use super::PgBackend;
 use crate::StoreError;
@@ -319,6 +322,10 @@ impl Writer {
 
     /// One append transaction. Returns, per event, why it was refused (and whether for a
     /// lost lease), or `None` if it was written.
+    ///
+    /// Four round trips whatever the batch's size: `BEGIN`; the head rows created, locked
+    /// and read together with the leases (three statements pipelined, executed in order);
+    /// the insert and the heads' move (pipelined); `COMMIT`.
     async fn transaction(
         &self,
         batch: &[Encoded],
@@ -328,24 +335,33 @@ impl Writer {
         contexts.dedup();
         let mut client = self.pg.client().await?;
         let tx = client.transaction().await?;
-        let ensure = tx
-            .prepare_cached(
+        let (ensure, lock_heads, leases) = tokio::try_join!(
+            tx.prepare_cached(
                 "INSERT INTO event_heads (context_id, last_seq) \
                  SELECT c, 0 FROM UNNEST($1::text[]) AS c ORDER BY c ON CONFLICT DO NOTHING",
-            )
-            .await?;
-        tx.execute(&ensure, &[&contexts]).await?;
-        let lock_heads = tx
-            .prepare_cached(
+            ),
+            tx.prepare_cached(
                 "SELECT context_id, last_seq FROM event_heads WHERE context_id = ANY($1) \
                  ORDER BY context_id FOR UPDATE",
-            )
-            .await?;
+            ),
+            tx.prepare_cached(
+                "SELECT context_id, owner, token, expires_at > now() FROM context_leases \
+                 WHERE context_id = ANY($1) ORDER BY context_id FOR SHARE",
+            ),
+        )?;
+        let by_context: [&(dyn ToSql + Sync); 1] = [&contexts];
+        // `biased`: polled, hence sent, in this order.
+        let (_, head_rows, lease_rows) = tokio::try_join!(
+            biased;
+            tx.execute(&ensure, &by_context),
+            tx.query(&lock_heads, &by_context),
+            tx.query(&leases, &by_context),
+        )?;
         let mut heads: HashMap<String, i64> = HashMap::with_capacity(contexts.len());
-        for row in tx.query(&lock_heads, &[&contexts]).await? {
+        for row in head_rows {
             heads.insert(row.try_get(0)?, row.try_get(1)?);
         }
-        let refusals = self.check_leases(&tx, &contexts).await?;
+        let refusals = self.lease_refusals(lease_rows, &contexts)?;
 
         let mut verdicts = Vec::with_capacity(batch.len());
         let (mut ids, mut seqs, mut data) = (Vec::new(), Vec::new(), Vec::new());
@@ -373,47 +389,45 @@ impl Writer {
             verdicts.push(None);
         }
         if !ids.is_empty() {
-            let insert = tx
-                .prepare_cached(
-                    "INSERT INTO event_log (context_id, seq, data) \
-                     SELECT * FROM UNNEST($1::text[], $2::bigint[], $3::text[])",
-                )
-                .await?;
-            tx.execute(&insert, &[&ids, &seqs, &data]).await?;
             let (head_ids, head_seqs): (Vec<&str>, Vec<i64>) = heads
                 .iter()
                 .filter(|(id, _)| contexts.binary_search(&id.as_str()).is_ok())
                 .map(|(id, seq)| (id.as_str(), *seq))
                 .unzip();
-            let advance = tx
-                .prepare_cached(
+            let (insert, advance) = tokio::try_join!(
+                tx.prepare_cached(
+                    "INSERT INTO event_log (context_id, seq, data) \
+                     SELECT * FROM UNNEST($1::text[], $2::bigint[], $3::text[])",
+                ),
+                tx.prepare_cached(
                     "UPDATE event_heads AS h SET last_seq = v.s \
                      FROM UNNEST($1::text[], $2::bigint[]) AS v(c, s) \
                      WHERE h.context_id = v.c AND h.last_seq < v.s",
-                )
-                .await?;
-            tx.execute(&advance, &[&head_ids, &head_seqs]).await?;
+                ),
+            )?;
+            let rows: [&(dyn ToSql + Sync); 3] = [&ids, &seqs, &data];
+            let moves: [&(dyn ToSql + Sync); 2] = [&head_ids, &head_seqs];
+            tokio::try_join!(
+                biased;
+                tx.execute(&insert, &rows),
+                tx.execute(&advance, &moves),
+            )?;
         }
         tx.commit().await?;
         Ok(verdicts)
     }
 
-    /// Leases of the batch's contexts that forbid this process to write them: leased by
-    /// another owner and not expired, or leased with a token other than the one we hold.
-    async fn check_leases(
+    /// Leases of the batch's contexts (`rows`, read `FOR SHARE`) that forbid this process to
+    /// write them: leased by another owner and not expired, or leased with a token other
+    /// than the one we hold.
+    fn lease_refusals(
         &self,
-        tx: &deadpool_postgres::Transaction<'_>,
+        rows: Vec<tokio_postgres::Row>,
         contexts: &[&str],
     ) -> Result<HashMap<String, Refusal>, StoreError> {
-        let statement = tx
-            .prepare_cached(
-                "SELECT context_id, owner, token, expires_at > now() FROM context_leases \
-                 WHERE context_id = ANY($1) ORDER BY context_id FOR SHARE",
-            )
-            .await?;
         let mut refusals = HashMap::new();
         let mut leased = Vec::new();
-        for row in tx.query(&statement, &[&contexts]).await? {
+        for row in rows {
             let context_id: String = row.try_get(0)?;
             let owner: String = row.try_get(1)?;
             let token: i64 = row.try_get(2)?;
