@@ -88,7 +88,8 @@ impl Store {
     }
 
     /// Extends a held lease by `ttl` from now. `None` when it was lost (taken over after
-    /// it expired): the holder must stop working on the context.
+    /// it expired): the holder must stop working on the context, and its writes of the
+    /// context stay refused until it calls [`release_lease`](Self::release_lease).
     pub async fn renew_lease(
         &self,
         lease: &Lease,
@@ -119,11 +120,9 @@ impl Store {
                 })
                 .await?
         };
-        if renewed.is_none() {
-            self.event_log()
-                .fences()
-                .release(&lease.context_id, lease.token);
-        }
+        // A lost lease keeps its (stale) token as the context's fence until the holder
+        // releases it: whatever the holder still tries to write is refused, where dropping
+        // the fence would let its last writes through once the new holder has let go.
         Ok(renewed)
     }
 

@@ -159,7 +159,11 @@ impl Store {
     /// Creates or replaces the task with `task.task_id`, exactly as given.
     pub async fn put_task(&self, task: &TaskRecord) -> Result<(), StoreError> {
         if let Some(pg) = self.pg() {
-            return pg.put_task(task).await;
+            // Written by the holder of the context's lease: fenced like its events.
+            return match self.event_log().fences().token(&task.context_id) {
+                Some(token) => pg.put_task_fenced(task, self.replica_id(), token).await,
+                None => pg.put_task(task).await,
+            };
         }
         let task = task.clone();
         self.pool()?.run(move |conn| upsert(conn, &task)).await

@@ -70,6 +70,43 @@ impl PgBackend {
         self.run(async |client| upsert(&*client, task).await).await
     }
 
+    /// [`put_task`](Self::put_task) by the holder of the context's lease (`owner`, `token`):
+    /// written only while the lease row still carries them, in one transaction with the
+    /// lease row locked `FOR SHARE` — a replica that lost its lease (paused past its expiry)
+    /// cannot overwrite what the replica that took over recorded.
+    pub(crate) async fn put_task_fenced(
+        &self,
+        task: &TaskRecord,
+        owner: &str,
+        token: i64,
+    ) -> Result<(), StoreError> {
+        self.run(async |client| {
+            let tx = client.transaction().await?;
+            let held = tx
+                .prepare_cached(
+                    "SELECT 1 FROM context_leases WHERE context_id = $1 AND owner = $2 \
+                     AND token = $3 AND NOT released FOR SHARE",
+                )
+                .await?;
+            if tx
+                .query_opt(&held, &[&task.context_id, &owner, &token])
+                .await?
+                .is_none()
+            {
+                return Err(StoreError::Unavailable {
+                    reason: format!(
+                        "lease lost: context {} is no longer held by this replica (token {token}); task {} was not written",
+                        task.context_id, task.task_id
+                    ),
+                });
+            }
+            upsert(&tx, task).await?;
+            tx.commit().await?;
+            Ok(())
+        })
+        .await
+    }
+
     /// See [`Store::get_task`](crate::Store::get_task).
     pub(crate) async fn get_task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
         self.run(async |client| {
