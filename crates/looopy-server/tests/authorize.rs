@@ -180,6 +180,9 @@ async fn credentials_are_posted_by_the_owner_and_never_echoed() {
     assert_eq!(ok.status(), 202);
     let done = wait_for(&server, &id, "completed").await;
     assert_eq!(done["result"], "ok: charged (21 chars)");
+    // The record can read `completed` before the writer has committed the turn's last
+    // queued events: wait for them.
+    server.state.store().event_log().flush().await.unwrap();
 
     let log = server
         .state
