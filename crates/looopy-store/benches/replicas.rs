@@ -152,7 +152,8 @@ fn pg_options(schema: &TestSchema, replica: &str) -> StoreOptions {
 }
 
 async fn replica(schema: &TestSchema, name: &str) -> BenchResult<Store> {
-    Ok(Store::connect_with(schema.url(), pg_options(schema, name)).await?)
+    // The durable default (synchronous commits), not the test URL.
+    Ok(Store::connect_with(&services::pg_url(), pg_options(schema, name)).await?)
 }
 
 #[derive(Clone, Copy, PartialEq)]

@@ -32,7 +32,7 @@ async fn replica(schema: &TestSchema, name: &str) -> Store {
     let mut options = StoreOptions::default();
     options.pg_schema = Some(schema.name().to_string());
     options.replica_id = name.to_string();
-    Store::connect_with(schema.url(), options).await.unwrap()
+    Store::connect_with(&schema.url(), options).await.unwrap()
 }
 
 async fn bus(store: &Store, nats: Option<&str>, prefix: &str) -> Bus {

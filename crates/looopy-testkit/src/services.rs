@@ -59,6 +59,12 @@ pub fn unique_name(prefix: &str) -> String {
     format!("{clean}_{}_{n}_{nanos:x}", std::process::id())
 }
 
+/// `url` with libpq `options` added.
+fn with_option(url: &str, options: &str) -> String {
+    let separator = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{separator}options={options}")
+}
+
 /// A PostgreSQL schema of the test's own, dropped (with everything in it) on drop.
 #[derive(Debug)]
 pub struct TestSchema {
@@ -89,9 +95,12 @@ impl TestSchema {
         Some(TestSchema { url, name })
     }
 
-    /// The server's URL (without the schema).
-    pub fn url(&self) -> &str {
-        &self.url
+    /// The server's URL for tests (without the schema): commits do not wait for the WAL
+    /// flush (`synchronous_commit=off`), so hundreds of test schemas do not saturate the
+    /// disk that other suites' timing-sensitive SQLite tests share. Crash-safety of the
+    /// database is unchanged; benchmarks use [`pg_url`] for durable commits.
+    pub fn url(&self) -> String {
+        with_option(&self.url, "-csynchronous_commit%3Doff")
     }
 
     /// The schema's name, for `StoreOptions::pg_schema`.
@@ -102,10 +111,9 @@ impl TestSchema {
     /// The URL with the schema as the connection's `search_path`, for processes given a
     /// `--db` URL.
     pub fn url_with_schema(&self) -> String {
-        let separator = if self.url.contains('?') { '&' } else { '?' };
-        format!(
-            "{}{separator}options=-csearch_path%3D{}",
-            self.url, self.name
+        with_option(
+            &self.url,
+            &format!("-csearch_path%3D{}%20-csynchronous_commit%3Doff", self.name),
         )
     }
 }

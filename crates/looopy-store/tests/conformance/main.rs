@@ -30,7 +30,7 @@ pub fn sqlite() -> (Store, Keep) {
 
 pub async fn postgres(test: &str) -> Option<(Store, Keep)> {
     let schema = TestSchema::create(test).await?;
-    let store = Store::connect_with(schema.url(), pg_options(&schema))
+    let store = Store::connect_with(&schema.url(), pg_options(&schema))
         .await
         .unwrap();
     Some((store, Keep::Schema(schema)))
