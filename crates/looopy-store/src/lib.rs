@@ -63,7 +63,7 @@ mod store;
 
 pub use bus::{Bus, BusOptions, Control};
 pub use error::{LockHolder, RejectedEvent, StoreError};
-pub use event_log::{Batch, Doorbell, EventLog, EventLogStats};
+pub use event_log::{Batch, Doorbell, EventLog, EventLogStats, LiveBatches, Watch, Watcher};
 pub use health::StorageFailure;
 pub use postgres::{is_postgres_url, redact_url};
 pub use records::{ArtifactRecord, ContextRecord, TaskRecord};

@@ -263,3 +263,125 @@ async fn concurrent_writers_of_one_context_on_two_replicas_stay_gapless() {
         "strictly increasing, gapless"
     );
 }
+
+/// How often replica B's sweep rechecks in the tests below.
+const RECHECK: Duration = Duration::from_millis(200);
+
+async fn bus_rechecking(store: &Store, nats: Option<&str>, prefix: &str) -> Bus {
+    let mut options = BusOptions::default();
+    options.prefix = prefix.to_string();
+    options.recheck_interval = RECHECK;
+    match nats {
+        Some(url) => Bus::nats(store, url, options).await.unwrap(),
+        None => Bus::postgres_with(store, options).await.unwrap(),
+    }
+}
+
+/// Replica A commits a turn's last events and its doorbell never rings (A has no bus: the
+/// most lost a ring can be). A live tail on replica B still gets them, from B's sweep,
+/// within a few intervals: exactly the log's events, in order, nothing twice.
+async fn lost_doorbell(nats: Option<&str>) {
+    let Some(schema) = TestSchema::create("replicas_lost_ring").await else {
+        return;
+    };
+    let prefix = services::unique_name("lost");
+    let a = replica(&schema, "replica-a").await;
+    let b = replica(&schema, "replica-b").await;
+    let _bus_b = bus_rechecking(&b, nats, &prefix).await;
+    for seq in 1..=3 {
+        a.event_log().append(delta("ctx", seq)).await.unwrap();
+    }
+    a.event_log().flush().await.unwrap();
+    let mut tail = Box::pin(b.event_log().tail("ctx", 0));
+    let replayed: Vec<u64> = within(
+        "B to replay the log",
+        tail.by_ref()
+            .take(3)
+            .map(|e| e.unwrap().seq)
+            .collect::<Vec<_>>(),
+    )
+    .await;
+    assert_eq!(replayed, [1, 2, 3]);
+    assert_eq!(
+        b.event_log().watchers("ctx"),
+        1,
+        "the tail watches its context"
+    );
+    // The tail is live now. A's last batches: no doorbell reaches B.
+    for seq in 4..=6 {
+        a.event_log().append(delta("ctx", seq)).await.unwrap();
+        a.event_log().flush().await.unwrap();
+    }
+    let swept: Vec<u64> = tokio::time::timeout(
+        Duration::from_secs(10),
+        tail.by_ref()
+            .take(3)
+            .map(|e| e.unwrap().seq)
+            .collect::<Vec<_>>(),
+    )
+    .await
+    .expect("the sweep delivers a lost doorbell's events within a few intervals");
+    assert_eq!(swept, [4, 5, 6]);
+    // Nothing after them, nothing twice, over several more sweeps.
+    let extra = tokio::time::timeout(RECHECK * 5, tail.next()).await;
+    assert!(extra.is_err(), "no event beyond the log's: {extra:?}");
+    drop(tail);
+    assert_eq!(
+        b.event_log().watchers("ctx"),
+        0,
+        "the watch ends with the tail"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_doorbell_is_delivered_by_the_sweep_over_nats() {
+    let Some(url) = services::nats().await else {
+        return;
+    };
+    lost_doorbell(Some(&url)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_doorbell_is_delivered_by_the_sweep_over_listen_notify() {
+    lost_doorbell(None).await;
+}
+
+/// A ring of a context nobody on this replica watches is not read, unless a plain
+/// subscriber (which names no context) is open; a range delivered once is not read again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rings_of_unwatched_contexts_are_not_read() {
+    let Some(schema) = TestSchema::create("replicas_interest").await else {
+        return;
+    };
+    let a = replica(&schema, "replica-a").await;
+    let b = replica(&schema, "replica-b").await;
+    for seq in 1..=5 {
+        a.event_log().append(delta("other", seq)).await.unwrap();
+    }
+    a.event_log().flush().await.unwrap();
+    let log = b.event_log();
+    // A subscriber of another context only.
+    let _tail = log.tail("ctx", 0);
+    assert_eq!(log.deliver_remote("other", 1, 5).await.unwrap(), 0);
+    let watch = log.watch("other");
+    let mut live = log.subscribe_watched();
+    assert_eq!(log.deliver_remote("other", 1, 5).await.unwrap(), 5);
+    let batch = live.recv().await.unwrap();
+    assert_eq!(
+        batch.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        [1, 2, 3, 4, 5]
+    );
+    assert_eq!(
+        log.deliver_remote("other", 3, 5).await.unwrap(),
+        0,
+        "delivered already"
+    );
+    drop(watch);
+    assert_eq!(log.deliver_remote("other", 1, 5).await.unwrap(), 0);
+    let _plain = log.subscribe();
+    assert_eq!(
+        log.deliver_remote("other", 1, 5).await.unwrap(),
+        5,
+        "a plain subscriber gets every context"
+    );
+}

@@ -8,6 +8,14 @@
 //! late, twice or not at all never causes a gap or a duplicate: subscribers go back to the
 //! log whenever the next event is not the one they expect.
 //!
+//! A doorbell can still be lost for good (a failed publish, a full queue, a bus hiccup):
+//! if it was the context's last one, the missing events would wait for the context's next
+//! commit. So each bus also runs an anti-entropy sweep: every
+//! [`BusOptions::recheck_interval`] it reads, in one query, the heads of the contexts
+//! this replica's subscribers watch ([`EventLog::watch`](crate::EventLog::watch)), and
+//! delivers whatever is beyond what was delivered here, as a heard ring would. Rings are
+//! read only for watched contexts, so a replica does not read what nobody there follows.
+//!
 //! Two transports: NATS JetStream ([`Bus::nats`], feature `nats`: a memory stream with a
 //! subject per context, an ordered consumer per replica; the faster one) and PostgreSQL
 //! `LISTEN/NOTIFY` ([`Bus::postgres`]: nothing more to run, one round trip per message).
@@ -57,6 +65,12 @@ pub struct BusOptions {
     pub prefix: String,
     /// How long a control message waits for the replica it is for to answer (NATS).
     pub control_timeout: std::time::Duration,
+    /// How often the anti-entropy sweep rechecks the watched contexts' heads, so that the
+    /// events of a lost doorbell reach this replica's subscribers within about this time
+    /// (default 1 s). Each pass costs one indexed query when any context is watched (none
+    /// otherwise), plus one more only when something was missing. Zero turns the sweep
+    /// off.
+    pub recheck_interval: std::time::Duration,
 }
 
 impl Default for BusOptions {
@@ -64,6 +78,7 @@ impl Default for BusOptions {
         Self {
             prefix: "looopy".to_string(),
             control_timeout: std::time::Duration::from_secs(3),
+            recheck_interval: std::time::Duration::from_secs(1),
         }
     }
 }
@@ -120,7 +135,8 @@ impl Doorbell for Ringer {
             l: last_seq,
         };
         if self.queue.try_send(ring).is_err() {
-            // Subscribers on other replicas catch up from the log at the context's next ring.
+            // Subscribers on other replicas catch up from the log at the context's next ring
+            // or the next sweep, whichever comes first.
             tracing::warn!(%context_id, "bus publish queue full; a doorbell was dropped");
         }
     }
@@ -145,12 +161,19 @@ impl Bus {
             Transport::Nats(transport),
             tasks,
             ring_tx,
+            options.recheck_interval,
         ))
     }
 
     /// Connects `store`'s event log to the other replicas through PostgreSQL
     /// `LISTEN/NOTIFY` on the store's own database (slower than NATS, nothing else to run).
     pub async fn postgres(store: &Store) -> Result<Bus, StoreError> {
+        Self::postgres_with(store, BusOptions::default()).await
+    }
+
+    /// [`postgres`](Self::postgres) with `options` (of which the prefix does not apply:
+    /// the channel is named after the store's schema).
+    pub async fn postgres_with(store: &Store, options: BusOptions) -> Result<Bus, StoreError> {
         let Some(pg) = store.pg() else {
             return Err(StoreError::Invalid(
                 "LISTEN/NOTIFY needs a PostgreSQL store".into(),
@@ -177,18 +200,31 @@ impl Bus {
             Transport::Notify(transport),
             tasks,
             ring_tx,
+            options.recheck_interval,
         ))
     }
 
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "private: the parts both transports assemble"
+    )]
     fn attach(
         store: &Store,
         kind: &'static str,
         replica: String,
         controls: broadcast::Sender<Control>,
         transport: Transport,
-        tasks: Vec<JoinHandle<()>>,
+        mut tasks: Vec<JoinHandle<()>>,
         queue: mpsc::Sender<Ring>,
+        recheck_interval: std::time::Duration,
     ) -> Bus {
+        // One process per SQLite file: nothing is committed elsewhere, nothing to sweep.
+        if store.is_shared() && !recheck_interval.is_zero() {
+            tasks.push(tokio::spawn(crate::event_log::sweep_every(
+                store.event_log().clone(),
+                recheck_interval,
+            )));
+        }
         let ringer = Ringer {
             replica: replica.clone(),
             queue,
@@ -196,7 +232,7 @@ impl Bus {
         if !store.event_log().attach_doorbell(Arc::new(ringer)) {
             tracing::warn!("the event log already had a doorbell; this bus only receives");
         }
-        tracing::info!(kind, %replica, "replica bus connected");
+        tracing::info!(kind, %replica, ?recheck_interval, "replica bus connected");
         Bus {
             inner: Arc::new(Inner {
                 kind,

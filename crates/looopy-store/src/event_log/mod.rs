@@ -18,15 +18,20 @@
 mod checkpoint;
 mod doorbell;
 mod fences;
+mod interest;
 pub(crate) mod ledger;
 pub(crate) mod read;
+mod remote;
 mod rows;
+mod sweep;
 mod tail;
 pub(crate) mod writer;
 pub(crate) use doorbell::Slot as DoorbellSlot;
 
 pub use doorbell::Doorbell;
 pub(crate) use fences::Fences;
+pub use interest::{LiveBatches, Watch, Watcher};
+pub(crate) use sweep::sweep_every;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -177,6 +182,9 @@ struct Shared {
     fences: Arc<Fences>,
     /// Rung after every committed batch, so other replicas deliver it (scale-out).
     doorbell: Arc<doorbell::Slot>,
+    /// The contexts this process's live subscribers watch (scale-out: only their batches
+    /// committed elsewhere are read).
+    interests: Arc<interest::Interests>,
     /// Opened with [`Store::open_read_only`](crate::Store::open_read_only): no writer.
     read_only: bool,
     #[allow(
@@ -262,6 +270,7 @@ impl EventLog {
                 stats,
                 fences: Arc::new(Fences::new(options.replica_id.clone())),
                 doorbell: Arc::new(doorbell::Slot::default()),
+                interests: Arc::default(),
                 read_only: false,
                 writer: WriterThread(Some(handle)),
                 lock,
@@ -297,6 +306,7 @@ impl EventLog {
                 stats,
                 fences,
                 doorbell,
+                interests: Arc::default(),
                 read_only: false,
                 writer: WriterThread(None),
                 lock: None,
@@ -320,6 +330,7 @@ impl EventLog {
                 stats: Arc::new(Stats::default()),
                 fences: Arc::new(Fences::default()),
                 doorbell: Arc::new(doorbell::Slot::default()),
+                interests: Arc::default(),
                 read_only: true,
                 writer: WriterThread(None),
                 lock: None,
@@ -424,6 +435,11 @@ impl EventLog {
     /// more than `broadcast_capacity` batches behind gets `RecvError::Lagged` and must catch
     /// up from [`read_after`](Self::read_after) ([`tail`](Self::tail) does this for you).
     /// After the log is closed the receiver reports `Closed`.
+    ///
+    /// On a store shared by replicas, such a receiver names no context: while one is open,
+    /// this replica reads every batch the others commit. A subscriber that follows chosen
+    /// contexts uses [`subscribe_watched`](Self::subscribe_watched) and
+    /// [`watch`](Self::watch) instead, so that only those are read.
     pub fn subscribe(&self) -> broadcast::Receiver<Batch> {
         match self.shared.live.upgrade() {
             Some(live) => live.subscribe(),
@@ -459,54 +475,16 @@ impl EventLog {
         context_id: &str,
         after_seq: u64,
     ) -> impl Stream<Item = Result<Event, StoreError>> + Send + 'static {
-        // Subscribe before the first read, so nothing committed after it can be missed.
-        let live = self.subscribe();
-        tail::tail(
-            self.shared.reader.clone(),
-            live,
-            context_id.to_string(),
-            after_seq,
-        )
+        // Watch, then subscribe, before the first read, so nothing committed after it can
+        // be missed (here or, through the bus, on another replica).
+        let watch = self.watch(context_id);
+        let live = self.subscribe_watched();
+        tail::tail(self.shared.reader.clone(), live, watch, after_seq)
     }
 
     /// The leases this process holds, as the writer fences appends with them.
     pub(crate) fn fences(&self) -> &Fences {
         &self.shared.fences
-    }
-
-    /// Attaches the doorbell rung after every committed batch (scale-out: tells other
-    /// replicas). False if one is attached already.
-    pub fn attach_doorbell(&self, doorbell: std::sync::Arc<dyn Doorbell>) -> bool {
-        self.shared.doorbell.attach(doorbell)
-    }
-
-    /// Delivers to this process's subscribers the events `first_seq..=last_seq` of
-    /// `context_id` that another replica committed: they are read from the log (the truth)
-    /// and broadcast like a local batch. Subscribers drop what they have and go back to the
-    /// log on a gap, so a late, repeated or lost call never causes a gap or a duplicate.
-    pub async fn deliver_remote(
-        &self,
-        context_id: &str,
-        first_seq: u64,
-        last_seq: u64,
-    ) -> Result<usize, StoreError> {
-        let Some(live) = self.shared.live.upgrade() else {
-            return Ok(0);
-        };
-        if live.receiver_count() == 0 || last_seq < first_seq {
-            return Ok(0);
-        }
-        let wanted = usize::try_from(last_seq - first_seq + 1)
-            .unwrap_or(usize::MAX)
-            .min(tail::PAGE * 4);
-        let events = self
-            .read_after(context_id, first_seq.saturating_sub(1), wanted)
-            .await?;
-        let count = events.len();
-        if count > 0 {
-            let _ = live.send(Batch::from(events));
-        }
-        Ok(count)
     }
 
     /// Writer counters so far.

@@ -10,16 +10,19 @@
 //! With several replicas, batches committed elsewhere arrive through the bus (see
 //! [`Doorbell`](super::Doorbell)) and may overtake each other or go missing: a live event
 //! whose `seq` is not the next one sends the tail back to the log, which has everything
-//! committed, so a late or lost message never causes a gap or a duplicate.
+//! committed, so a late or lost message never causes a gap or a duplicate. The tail holds
+//! a [`Watch`] of its context while it lives, which is what makes this replica read the
+//! batches other replicas commit there (and sweep for lost doorbells; see the `sweep`
+//! module).
 
 use std::collections::VecDeque;
 
 use futures::Stream;
 use looopy_protocol::Event;
-use tokio::sync::broadcast::{self, error::RecvError};
+use tokio::sync::broadcast::error::RecvError;
 
-use super::Batch;
 use super::Reader;
+use super::interest::{LiveBatches, Watch};
 use crate::StoreError;
 
 /// Events read from the log per query while replaying.
@@ -35,7 +38,10 @@ enum Phase {
 
 struct Tail {
     reader: Reader,
-    live: broadcast::Receiver<Batch>,
+    live: LiveBatches,
+    /// Interest in the context while the tail lives: batches other replicas commit are
+    /// read for it (see the `interest` module).
+    _watch: Watch,
     context_id: String,
     /// The highest seq queued for delivery so far.
     last: u64,
@@ -47,14 +53,15 @@ struct Tail {
 
 pub(super) fn tail(
     reader: Reader,
-    live: broadcast::Receiver<Batch>,
-    context_id: String,
+    live: LiveBatches,
+    watch: Watch,
     after_seq: u64,
 ) -> impl Stream<Item = Result<Event, StoreError>> + Send + 'static {
     let state = Tail {
         reader,
         live,
-        context_id,
+        context_id: watch.context_id().to_string(),
+        _watch: watch,
         last: after_seq,
         ready: VecDeque::new(),
         phase: Phase::Replay,
