@@ -61,6 +61,13 @@ pub struct AgentConfig {
     /// renewal. The holder renews it every third of this; when a replica dies mid-turn,
     /// another notices within about this long. Unused on a SQLite file.
     pub lease_ttl: Duration,
+    /// What becomes of a turn whose process died mid-run (found at start-up by
+    /// [`Agent::recover`](crate::Agent::recover), or by another replica once the lease
+    /// expired): `false` (the default) fails it with code `interrupted`; `true` continues
+    /// it from its last completed iteration (the last `internal:checkpoint`), announced by
+    /// a `task-status: working` with `metadata.resumed`. Tools of the interrupted
+    /// iteration may run again, hence opt-in.
+    pub resume_interrupted: bool,
 }
 
 impl Default for AgentConfig {
@@ -79,6 +86,7 @@ impl Default for AgentConfig {
             artifacts: crate::tool::ArtifactLimits::default(),
             max_queued_turns: 32,
             lease_ttl: Duration::from_secs(15),
+            resume_interrupted: false,
         }
     }
 }

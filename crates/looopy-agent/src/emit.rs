@@ -330,7 +330,7 @@ pub(crate) fn storage_unavailable(error: &StoreError) -> ErrorInfo {
 
 /// About how many bytes `payload` adds to the log: exact for the text of deltas (the bulk
 /// of any large turn) without serializing them, the serialized length for everything else.
-fn approximate_size(payload: &EventPayload) -> u64 {
+pub(crate) fn approximate_size(payload: &EventPayload) -> u64 {
     /// Stamp, kind and field names around the text of an event.
     const ENVELOPE: u64 = 160;
     let text = match payload {

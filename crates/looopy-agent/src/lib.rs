@@ -81,7 +81,7 @@ mod turn;
 
 pub use agent::{
     Agent, AgentBuilder, ContextQueue, InputSource, PendingAuthView, PendingInputView, QueuedTurn,
-    Recovered, TurnFollower, TurnHandle, belongs_to, settles,
+    Recovered, TakenOver, TurnFollower, TurnHandle, belongs_to, settles,
 };
 pub use config::{AgentConfig, ToolProtocol};
 pub use error::AgentError;

@@ -167,6 +167,7 @@ pub fn resolve(args: &AgentArgs) -> Result<Resolved> {
         config.max_turn_bytes = n;
     }
     config.lease_ttl = args.lease_ttl;
+    config.resume_interrupted = args.resume_interrupted;
     let db = db_path(args.db.clone(), &file);
     Ok(Resolved {
         provider,

@@ -103,6 +103,12 @@ pub struct AgentArgs {
     /// fails the turns of one that died within about this long (`15s`, `500ms`, `2m`).
     #[arg(long, env = "LOOOPY_LEASE_TTL", value_name = "DURATION", value_parser = parse_duration, default_value = "15s")]
     pub lease_ttl: std::time::Duration,
+    /// Turns whose process died mid-run (found at start-up, or by another replica once the
+    /// lease expired) continue from their last completed iteration, announced by a
+    /// `task-status: working` with `metadata.resumed`, instead of failing with
+    /// `interrupted`. Tools of the interrupted iteration may run again.
+    #[arg(long, env = "LOOOPY_RESUME_INTERRUPTED")]
+    pub resume_interrupted: bool,
     /// Maximum model calls per turn.
     #[arg(long)]
     pub max_iterations: Option<u32>,

@@ -46,6 +46,11 @@ async fn cluster(name: &str) -> Option<Cluster> {
 
 /// [`cluster`] with the scripted model's script given (YAML); the slow one by default.
 async fn cluster_with(name: &str, script: Option<&str>) -> Option<Cluster> {
+    cluster_of(name, script, &[]).await
+}
+
+/// [`cluster_with`], each replica started with `extra` arguments too.
+async fn cluster_of(name: &str, script: Option<&str>, extra: &[&str]) -> Option<Cluster> {
     let schema = TestSchema::create(name).await?;
     let nats = services::nats().await?;
     let dir = tempfile::tempdir().unwrap();
@@ -71,6 +76,7 @@ async fn cluster_with(name: &str, script: Option<&str>) -> Option<Cluster> {
             .args(["--lease-ttl", LEASE])
             .arg("--script")
             .arg(&script)
+            .args(extra)
             .env("LOOOPY_NATS_PREFIX", &prefix)
             .env("HOME", &home)
             .env_remove("LOOOPY_DB")
@@ -222,6 +228,66 @@ async fn a_replica_killed_mid_turn_has_its_task_failed_by_another_within_the_lea
         .await
         .unwrap();
     assert_eq!(record["state"], "failed");
+}
+
+/// A calculator call, then a slow answer of 100 deltas (about four seconds).
+const TOOL_THEN_SLOW: &str = "- responses:
+    - steps:
+        - tool_call: {name: calculator, arguments: {expression: \"6*7\"}}
+    - steps:
+        - text: \"TICKS\"
+          chunk_size: 5
+          delay_ms: 40
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_resume_interrupted_a_killed_replicas_turn_continues_on_another() {
+    let answer = "tick ".repeat(100);
+    let script = TOOL_THEN_SLOW.replace("TICKS", &answer);
+    let Some(mut cluster) = cluster_of("resume", Some(&script), &["--resume-interrupted"]).await
+    else {
+        return;
+    };
+    let task = start_turn(&cluster.replicas[0].base, "ctx-resume").await;
+    let before = read_until(
+        context_events(&cluster.replicas[1].base, "ctx-resume", 0).await,
+        |seen| deltas(seen) >= 10,
+    )
+    .await;
+    let mut dead = cluster.replicas.remove(0);
+    dead.child.kill().unwrap(); // SIGKILL mid-answer, after the calculator's checkpoint
+    dead.child.wait().unwrap();
+    let (r2, r3) = (&cluster.replicas[0], &cluster.replicas[1]);
+    let last_id = ids(&before).last().copied().unwrap();
+    let after = read_until(context_events(&r2.base, "ctx-resume", last_id).await, done).await;
+    let status = status_of(&after[after.len() - 2]);
+    assert_eq!(status["status"], "completed", "{status}");
+    // The client was told, in a status message, where the turn went on.
+    let resumed = after
+        .iter()
+        .map(status_of)
+        .find(|e| e["kind"] == "task-status" && e["metadata"]["resumed"] == true)
+        .expect("a resumed status");
+    assert_eq!(resumed["metadata"]["fromIteration"], 1, "{resumed}");
+    let replica = resumed["metadata"]["replica"].as_str().unwrap();
+    assert!(
+        !replica.ends_with("-r1"),
+        "continued on a live replica: {replica}"
+    );
+    // Every logged event replays from any replica without gap or duplicate; the
+    // calculator ran once (its iteration was complete), the answer was streamed again.
+    let log = replay(&r3.base, "ctx-resume").await;
+    let mut seen = before;
+    seen.extend(after);
+    assert_eq!(ids(&seen), ids(&log));
+    assert_eq!(log.iter().filter(|e| e.event == "tool-start").count(), 1);
+    let record: Value = reqwest::get(format!("{}/v1/tasks/{task}", r3.base))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(record["state"], "completed", "{record}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,7 +1,7 @@
 //! What a server does as one of several replicas sharing a PostgreSQL store: sweep for
-//! contexts whose replica died (expired leases) and fail their turns, act on control
-//! messages from the other replicas (a cancel of a turn running here), forward a cancel to
-//! the replica running the turn, and answer `/readyz` from the database and the bus.
+//! contexts whose replica died (expired leases) and fail (or continue) their turns, give
+//! the agent the bus (it forwards messages and cancels to the replica running a turn, and
+//! acts on theirs), and answer `/readyz` from the database and the bus.
 
 use std::time::Duration;
 
@@ -9,28 +9,35 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use looopy_agent::Agent;
 use looopy_store::Bus;
 use serde_json::json;
 
-use crate::{ApiError, AppState};
+use crate::AppState;
 
 /// Starts the sweeper and, with a bus, the control-message listener. Both end with the
-/// runtime (the server's process).
-pub(crate) fn start(agent: &Agent, bus: Option<Bus>) {
+/// runtime (the server's process). Turns the sweeper continues (`--resume-interrupted`) are
+/// tracked like any turn started here.
+pub(crate) fn start(state: &AppState) {
+    let agent = state.agent().clone();
+    let bus = state.config().bus.clone();
     let every = (agent.config().lease_ttl / 3).max(Duration::from_millis(200));
-    let sweeper = agent.clone();
+    let sweeper = state.clone();
     tokio::spawn(async move {
         loop {
             match sweeper
+                .agent()
                 .take_over_expired("the replica running it stopped")
                 .await
             {
-                Ok(failed) if !failed.is_empty() => {
+                Ok(taken) if !taken.is_empty() => {
                     tracing::warn!(
-                        count = failed.len(),
-                        "failed the turns of a replica that stopped"
+                        failed = taken.failed.len(),
+                        resumed = taken.resumed.len(),
+                        "took over the turns of a replica that stopped"
                     );
+                    for handle in taken.resumed {
+                        sweeper.track_turn(handle);
+                    }
                 }
                 Ok(_) => {}
                 Err(error) => tracing::warn!(%error, "sweeping expired context leases failed"),
@@ -38,56 +45,10 @@ pub(crate) fn start(agent: &Agent, bus: Option<Bus>) {
             tokio::time::sleep(every).await;
         }
     });
+    // Messages and cancels for turns running elsewhere are the agent's to send and take.
     if let Some(bus) = bus {
-        let agent = agent.clone();
-        let mut controls = bus.controls();
-        tokio::spawn(async move {
-            loop {
-                let control = match controls.recv().await {
-                    Ok(control) => control,
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-                };
-                if control.topic != "cancel" {
-                    tracing::debug!(topic = %control.topic, "ignoring an unknown control message");
-                    continue;
-                }
-                let Some(task_id) = control.body.get("taskId").and_then(|v| v.as_str()) else {
-                    continue;
-                };
-                tracing::info!(%task_id, from = %control.from, "cancel forwarded by another replica");
-                if let Err(error) = agent.cancel(task_id).await {
-                    tracing::warn!(%task_id, %error, "forwarded cancel failed");
-                }
-            }
-        });
+        agent.attach_bus(bus);
     }
-}
-
-/// Sends a cancel of `task_id` to `replica`, which runs its turn.
-pub(crate) async fn forward_cancel(
-    state: &AppState,
-    replica: &str,
-    task_id: &str,
-) -> Result<(), ApiError> {
-    let Some(bus) = &state.config().bus else {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "running_elsewhere",
-            format!(
-                "task {task_id} runs on replica {replica}, and this server has no bus to reach it"
-            ),
-        ));
-    };
-    bus.send_control(replica, "cancel", json!({ "taskId": task_id }))
-        .await
-        .map_err(|error| {
-            ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "replica_unreachable",
-                format!("could not reach replica {replica} running task {task_id}: {error}"),
-            )
-        })
 }
 
 /// `GET /readyz`: 200 when the database answers (and the bus, when there is one), else 503

@@ -170,9 +170,10 @@ pub async fn bind(mut config: ServerConfig, agent: Agent) -> Result<BoundServer,
         }
         None => None,
     };
-    let recovered = if agent.store().is_shared() {
-        // Other replicas may be running turns: only expired leases tell of a dead one.
-        crate::replicas::start(&agent, config.bus.clone());
+    // Other replicas may be running turns: only expired leases tell of a dead one (the
+    // sweep starts below, once the server can track the turns it continues).
+    let shared = agent.store().is_shared();
+    let recovered = if shared {
         None
     } else {
         Some(
@@ -183,8 +184,8 @@ pub async fn bind(mut config: ServerConfig, agent: Agent) -> Result<BoundServer,
         )
     };
     let (failed, restarted) = recovered
-        .map(|r| (r.failed, r.restarted))
-        .unwrap_or_default();
+        .map(|r| (r.failed, r.resumed.into_iter().chain(r.restarted).collect()))
+        .unwrap_or_else(|| (Vec::new(), Vec::new()));
     if !failed.is_empty() {
         tracing::warn!(
             count = failed.len(),
@@ -195,9 +196,13 @@ pub async fn bind(mut config: ServerConfig, agent: Agent) -> Result<BoundServer,
         agent.set_oauth_redirect_uri(oauth_callback_url(config.public_url.as_deref(), local_addr));
     }
     let state = AppState::new(config, agent)?;
-    // Messages the previous process had queued run again, in order, tracked like any turn.
+    // Turns continued from their last checkpoint and messages the previous process had
+    // queued run again, in order, tracked like any turn.
     for handle in restarted {
         state.track_turn(handle);
+    }
+    if shared {
+        crate::replicas::start(&state);
     }
     Ok(BoundServer {
         listener,

@@ -158,6 +158,8 @@ impl Agent {
                 Work::Authorized(pending, user_id, metadata) => {
                     turn.resume_auth(*pending, user_id, metadata).await
                 }
+                Work::Continue(Some(answer)) => Ok(crate::turn::TurnEnd::Completed(answer)),
+                Work::Continue(None) => turn.drive().await,
             };
             let outcome = agent.end_run(&mut turn, result).await;
             // A sub-agent's child that finished: its parents go on, in this run.

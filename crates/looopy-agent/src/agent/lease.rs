@@ -52,12 +52,32 @@ impl Agent {
     /// task when it stays taken. `cancel` is cancelled if the lease is lost later.
     pub(crate) async fn lease(
         &self,
-        mut claim: Claim,
+        claim: Claim,
         cancel: &CancellationToken,
     ) -> Result<Claim, AgentError> {
+        let context_id = claim.context_id().to_string();
+        match self.lease_or_locate(claim, cancel, false).await? {
+            Leased::Here(claim) => Ok(claim),
+            // Not asked to locate: never answered, but a refusal all the same.
+            Leased::Elsewhere(replica) => Err(AgentError::Busy {
+                context_id,
+                task_id: format!("(a turn on replica {replica})"),
+            }),
+        }
+    }
+
+    /// [`lease`](Self::lease), but with `locate`, a context whose lease another live
+    /// replica holds is answered at once with that replica (the claim let go), so the
+    /// caller can send its request there instead of waiting.
+    pub(crate) async fn lease_or_locate(
+        &self,
+        mut claim: Claim,
+        cancel: &CancellationToken,
+        locate: bool,
+    ) -> Result<Leased, AgentError> {
         let store = &self.shared.store;
         if !store.is_shared() || claim.has_lease() {
-            return Ok(claim);
+            return Ok(Leased::Here(claim));
         }
         let context_id = claim.context_id().to_string();
         let ttl = self.shared.config.lease_ttl;
@@ -65,6 +85,12 @@ impl Agent {
         let lease = loop {
             if let Some(lease) = store.acquire_lease(&context_id, ttl).await? {
                 break lease;
+            }
+            if locate {
+                let holder = store.lease_of(&context_id).await?;
+                if let Some(holder) = holder.filter(|l| l.owner != store.replica_id()) {
+                    return Ok(Leased::Elsewhere(holder.owner));
+                }
             }
             if started.elapsed() >= TAKE_PATIENCE {
                 let holder = store.lease_of(&context_id).await?;
@@ -95,8 +121,14 @@ impl Agent {
             lease: shared,
             renewer,
         });
-        Ok(claim)
+        Ok(Leased::Here(claim))
     }
+}
+
+/// Where a context's lease is: held by this claim now, or by another replica.
+pub(crate) enum Leased {
+    Here(Claim),
+    Elsewhere(String),
 }
 
 impl Agent {

@@ -6,7 +6,9 @@ mod auth;
 mod builder;
 mod delegation;
 mod follow;
+mod forward;
 mod handle;
+mod interrupted;
 mod lease;
 mod pending_input;
 mod queue;
@@ -32,6 +34,7 @@ pub use handle::{TurnFollower, TurnHandle};
 pub use pending_input::PendingInputView;
 pub use queue::{ContextQueue, QueuedTurn};
 pub use recovery::Recovered;
+pub use takeover::TakenOver;
 
 use crate::AgentError;
 use crate::config::AgentConfig;
@@ -47,6 +50,8 @@ pub struct Agent {
     shared: Shared,
     runs: ActiveRuns,
     unrecorded: storage::Unrecorded,
+    /// The bus to the other replicas sharing the store ([`Agent::attach_bus`]).
+    bus: forward::BusSlot,
 }
 
 impl std::fmt::Debug for Agent {
@@ -67,6 +72,9 @@ enum Work {
     /// The paused turn once its credential is kept, with the `auth-completed` event's
     /// user id and metadata.
     Authorized(Box<PendingTurn>, String, Metadata),
+    /// An interrupted turn continued from its last checkpoint; with the final answer when
+    /// the stored history already ends with it.
+    Continue(Option<String>),
 }
 
 impl Agent {
@@ -80,6 +88,7 @@ impl Agent {
             shared: Shared::new(provider, store, tools, config),
             runs: ActiveRuns::default(),
             unrecorded: storage::Unrecorded::default(),
+            bus: forward::BusSlot::default(),
         }
     }
 
@@ -132,11 +141,30 @@ impl Agent {
     /// [`start_turn`](Self::start_turn) with the user's message given whole, e.g. with the
     /// sender's id ([`Message::with_id`]), which is stored with it. It is stored as a user
     /// message whatever its `role`.
+    ///
+    /// On a store shared by replicas with a bus ([`attach_bus`](Self::attach_bus)), a
+    /// message for a context whose turn runs on another replica is sent there and queued
+    /// behind that turn; the handle follows it from the log.
     pub async fn start_turn_with(
         &self,
         context_id: impl TryInto<ContextId, Error: Into<AgentError>>,
         message: Message,
         owner: Option<&str>,
+    ) -> Result<TurnHandle, AgentError> {
+        let forward = self.can_forward();
+        self.start_turn_as(context_id, new_task_id(), message, owner, forward)
+            .await
+    }
+
+    /// [`start_turn_with`](Self::start_turn_with) as task `task_id`; `forward`: send it to
+    /// the replica running the context's turn when that is another one.
+    async fn start_turn_as(
+        &self,
+        context_id: impl TryInto<ContextId, Error: Into<AgentError>>,
+        task_id: String,
+        message: Message,
+        owner: Option<&str>,
+        forward: bool,
     ) -> Result<TurnHandle, AgentError> {
         let context_id: ContextId = context_id.try_into().map_err(Into::into)?;
         let context_id = context_id.as_str();
@@ -149,7 +177,6 @@ impl Agent {
                 return Err(AgentError::Forbidden(context_id.to_string()));
             }
         }
-        let task_id = new_task_id();
         let cancel = CancellationToken::new();
         let user = Message {
             role: looopy_protocol::message::Role::User,
@@ -162,7 +189,14 @@ impl Agent {
             queue::entry(&user),
             self.shared.config.max_queued_turns,
         )? {
-            Place::Claimed(claim) => self.lease(claim, &cancel).await?,
+            Place::Claimed(claim) => match self.lease_or_locate(claim, &cancel, forward).await? {
+                lease::Leased::Here(claim) => claim,
+                lease::Leased::Elsewhere(replica) => {
+                    return self
+                        .forward_turn(&replica, context_id, task_id, user, owner)
+                        .await;
+                }
+            },
             Place::Queued {
                 ticket,
                 ahead,
@@ -396,7 +430,9 @@ impl Agent {
     /// paused one is ended `canceled` now, its waiting calls answered `canceled`; a queued
     /// one leaves the queue and ends `canceled` now, never having run.
     /// Errors: `NotFound`, `NotRunning` (already finished), `Busy` (a paused task while
-    /// another turn of its context runs: its history must not change under that turn).
+    /// another turn of its context runs: its history must not change under that turn),
+    /// `RunningElsewhere` (its turn runs on another replica and no bus is attached; with
+    /// one, the cancel is sent there).
     pub async fn cancel(&self, task_id: &str) -> Result<(), AgentError> {
         if let Some(withdrawn) = self.runs.withdraw(task_id) {
             return self.cancel_queued(task_id, withdrawn).await;
@@ -418,10 +454,8 @@ impl Agent {
             });
         }
         if let Some(replica) = self.runs_elsewhere(&record).await? {
-            return Err(AgentError::RunningElsewhere {
-                task_id: task_id.to_string(),
-                replica,
-            });
+            // Sent to the replica running it (`RunningElsewhere` without a bus).
+            return self.forward_cancel(replica, task_id).await;
         }
         let claim = match self
             .runs

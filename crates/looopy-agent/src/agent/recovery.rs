@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use looopy_store::{TaskQuery, TaskRecord};
 
+use super::interrupted::{resumable, trace};
 use super::{Agent, TurnHandle};
 use crate::AgentError;
 
@@ -39,13 +40,20 @@ pub struct Recovered {
     /// The turns that were queued, started again in order (the first of each context
     /// running, the rest queued behind it): track them like turns you start.
     pub restarted: Vec<TurnHandle>,
+    /// With [`AgentConfig::resume_interrupted`](crate::AgentConfig::resume_interrupted):
+    /// the turns that were running, continued from their last checkpoint (queued turns of
+    /// their contexts wait behind them).
+    pub resumed: Vec<TurnHandle>,
 }
 
 impl Agent {
     /// Call once at process start, before starting turns: tasks left working by a process
     /// that died — and submitted ones that were not queued
     /// turns — become `failed` (code `interrupted`, `reason` as the message) and their
-    /// terminal events are appended to the log. Paused tasks stay paused. Turns that were
+    /// terminal events are appended to the log; with
+    /// [`AgentConfig::resume_interrupted`](crate::AgentConfig::resume_interrupted), working
+    /// turns are continued from their last checkpoint instead (see
+    /// [`Recovered::resumed`]). Paused tasks stay paused. Turns that were
     /// queued (see [`start_turn`](Self::start_turn)) are started again, each context's in
     /// order. Returns the failed task ids, oldest first; [`recover_queue`](Self::recover_queue)
     /// also returns the restarted turns' handles.
@@ -63,7 +71,29 @@ impl Agent {
             .filter(|&s| is_orphaned(s) && s != TaskState::Submitted)
             .collect();
         let error = interrupted(reason);
-        let mut failed = store.fail_tasks_in_states(&orphan_states, &error).await?;
+        // Running turns to continue instead of failing them, with their logs.
+        let mut continued = Vec::new();
+        let mut failed = if self.shared.config.resume_interrupted {
+            let mut failed = Vec::new();
+            for record in tasks_in(store, TaskState::Working).await? {
+                if resumable(&record) {
+                    let trace = trace(store, &record.context_id, &record.task_id).await?;
+                    if trace.started {
+                        continued.push((record, trace));
+                        continue;
+                    }
+                }
+                let mut record = record;
+                record.state = TaskState::Failed;
+                record.error = Some(error.clone());
+                record.updated_at = chrono::Utc::now();
+                store.put_task(&record).await?;
+                failed.push(record);
+            }
+            failed
+        } else {
+            store.fail_tasks_in_states(&orphan_states, &error).await?
+        };
         // Waiting for a sub-task survives only with its resume state: one without it (left
         // by an older build, or damaged) can never go on.
         let unresumable = tasks_in(store, TaskState::WaitingSubtask)
@@ -111,10 +141,23 @@ impl Agent {
             ids.push(record.task_id);
         }
         self.continue_after_orphans(orphaned_children);
+        let mut resumed = Vec::with_capacity(continued.len());
+        for (record, trace) in continued {
+            let cancel = CancellationToken::new();
+            let claim = self
+                .runs
+                .claim(&record.context_id, &record.task_id, cancel.clone())?;
+            let claim = self.lease(claim, &cancel).await?;
+            resumed.push(
+                self.resume_orphan(record, trace, claim, cancel, reason)
+                    .await?,
+            );
+        }
         let restarted = self.restart_queued(queued).await?;
         Ok(Recovered {
             failed: ids,
             restarted,
+            resumed,
         })
     }
 }

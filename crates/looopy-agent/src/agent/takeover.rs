@@ -5,32 +5,63 @@
 //! context's orphaned tasks with `interrupted`, exactly as a restart does, and lets go.
 
 use looopy_protocol::TaskState;
-use looopy_store::TaskRecord;
 use tokio_util::sync::CancellationToken;
 
-use super::Agent;
+use super::interrupted::{resumable, trace};
 use super::recovery::{interrupted, is_orphaned};
+use super::{Agent, TurnHandle};
 use crate::AgentError;
 
 /// Expired leases handled per sweep.
 const SWEEP_BATCH: usize = 64;
 
+/// What [`Agent::take_over_expired`] did.
+#[derive(Debug, Default)]
+#[non_exhaustive]
+pub struct TakenOver {
+    /// Tasks of dead replicas now `failed` (code `interrupted`).
+    pub failed: Vec<String>,
+    /// Turns of dead replicas continued here from their last checkpoint
+    /// ([`AgentConfig::resume_interrupted`](crate::AgentConfig::resume_interrupted)).
+    pub resumed: Vec<TurnHandle>,
+}
+
+impl TakenOver {
+    /// Whether the sweep found nothing to do.
+    pub fn is_empty(&self) -> bool {
+        self.failed.is_empty() && self.resumed.is_empty()
+    }
+}
+
 impl Agent {
     /// On a store shared by replicas: takes over every context whose lease expired without
     /// being released (its replica died or hangs) and fails its running tasks (code
-    /// `interrupted`, `reason` as the message). Returns the failed task ids. Call it every
-    /// few seconds ([`AgentConfig::lease_ttl`](crate::AgentConfig::lease_ttl) / 3); a no-op
-    /// on a SQLite file.
-    pub async fn take_over_expired(&self, reason: &str) -> Result<Vec<String>, AgentError> {
+    /// `interrupted`, `reason` as the message) — or, with
+    /// [`AgentConfig::resume_interrupted`](crate::AgentConfig::resume_interrupted),
+    /// continues its turn here from the last checkpoint. Call it every few seconds
+    /// ([`AgentConfig::lease_ttl`](crate::AgentConfig::lease_ttl) / 3); a no-op on a SQLite
+    /// file.
+    pub async fn take_over_expired(&self, reason: &str) -> Result<TakenOver, AgentError> {
         let store = &self.shared.store;
+        let mut taken = TakenOver::default();
         if !store.is_shared() {
-            return Ok(Vec::new());
+            return Ok(taken);
         }
-        let mut failed = Vec::new();
         for expired in store.expired_leases(SWEEP_BATCH).await? {
             let context_id = expired.context_id;
+            // The turn to continue names the claim, so a cancel sent here reaches it.
+            let resume = match self.shared.config.resume_interrupted {
+                true => store
+                    .list_tasks(Some(&context_id))
+                    .await?
+                    .into_iter()
+                    .find(resumable)
+                    .map(|t| t.task_id),
+                false => None,
+            };
             let cancel = CancellationToken::new();
-            let Ok(claim) = self.runs.claim(&context_id, "(takeover)", cancel.clone()) else {
+            let label = resume.as_deref().unwrap_or("(takeover)");
+            let Ok(claim) = self.runs.claim(&context_id, label, cancel.clone()) else {
                 continue; // running here after all
             };
             let claim = match self.lease(claim, &cancel).await {
@@ -38,12 +69,22 @@ impl Agent {
                 Err(AgentError::Busy { .. }) => continue, // another replica took it first
                 Err(error) => return Err(error),
             };
-            let orphans: Vec<TaskRecord> = store
-                .list_tasks(Some(&context_id))
-                .await?
-                .into_iter()
-                .filter(|t| is_orphaned(t.state))
-                .collect();
+            // Read again under the lease: nobody else changes them now.
+            let mut orphans = Vec::new();
+            let mut continued = None;
+            for record in store.list_tasks(Some(&context_id)).await? {
+                if !is_orphaned(record.state) {
+                    continue;
+                }
+                if resume.as_deref() == Some(record.task_id.as_str()) && resumable(&record) {
+                    let trace = trace(store, &context_id, &record.task_id).await?;
+                    if trace.started {
+                        continued = Some((record, trace));
+                        continue;
+                    }
+                }
+                orphans.push(record);
+            }
             for mut record in orphans {
                 let error = interrupted(reason);
                 record.state = TaskState::Failed;
@@ -55,10 +96,16 @@ impl Agent {
                 if record.parent_task_id.is_some() {
                     self.continue_after_orphans(vec![record.clone()]);
                 }
-                failed.push(record.task_id);
+                taken.failed.push(record.task_id);
             }
-            drop(claim);
+            if let Some((record, trace)) = continued {
+                let why = format!("replica {} stopped", expired.owner);
+                taken.resumed.push(
+                    self.resume_orphan(record, trace, claim, cancel, &why)
+                        .await?,
+                );
+            }
         }
-        Ok(failed)
+        Ok(taken)
     }
 }

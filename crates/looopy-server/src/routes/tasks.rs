@@ -126,15 +126,9 @@ pub(crate) async fn cancel_task(
     IdPath(task_id): IdPath<TaskId>,
 ) -> Result<Response, ApiError> {
     let task = access.authorize_task(&principal, &task_id).await?;
-    match state.agent().cancel(&task_id).await {
-        Ok(()) => {}
-        // Its turn runs on another replica: that one cancels it (the events reach every
-        // replica's streams through the log).
-        Err(looopy_agent::AgentError::RunningElsewhere { replica, .. }) => {
-            crate::replicas::forward_cancel(&state, &replica, &task_id).await?;
-        }
-        Err(error) => return Err(error.into()),
-    }
+    // A turn running on another replica is cancelled there (the agent forwards it; the
+    // events reach every replica's streams through the log).
+    state.agent().cancel(&task_id).await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(json!({"contextId": task.context_id, "taskId": task.task_id})),

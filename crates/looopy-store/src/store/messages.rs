@@ -10,7 +10,9 @@ use crate::db::{decode_json, encode_json, to_u64};
 
 impl Store {
     /// Appends messages to a context's history in one transaction: all of them or none.
-    /// Bumps the context's `updated_at`.
+    /// Bumps the context's `updated_at`. On PostgreSQL, while this replica holds the
+    /// context's lease, the append is fenced like its events: refused (`Unavailable`,
+    /// "lease lost") once another replica has taken the context over.
     pub async fn append_messages(
         &self,
         context_id: &str,
@@ -20,7 +22,9 @@ impl Store {
             return Ok(());
         }
         if let Some(pg) = self.pg() {
-            return pg.append_messages(context_id, messages).await;
+            let token = self.event_log().fences().token(context_id);
+            let fence = token.map(|token| (self.replica_id(), token));
+            return pg.append_messages(context_id, messages, fence).await;
         }
         let context_id = context_id.to_string();
         let encoded = messages

@@ -52,11 +52,14 @@ fn decode_rows(
 }
 
 impl PgBackend {
-    /// See [`Store::append_messages`](crate::Store::append_messages).
+    /// See [`Store::append_messages`](crate::Store::append_messages). With `fence` (the
+    /// lease holder's owner and token), written only while the context's lease row still
+    /// carries them, like the holder's task records and events.
     pub(crate) async fn append_messages(
         &self,
         context_id: &str,
         messages: &[Message],
+        fence: Option<(&str, i64)>,
     ) -> Result<(), StoreError> {
         if messages.is_empty() {
             return Ok(());
@@ -67,6 +70,10 @@ impl PgBackend {
             .collect::<Result<Vec<_>, _>>()?;
         self.run(async |client| {
             let tx = client.transaction().await?;
+            if let Some(fence) = fence {
+                super::ensure_lease_held(&tx, context_id, fence, "the conversation's messages")
+                    .await?;
+            }
             lock_history(&tx, context_id).await?;
             let insert = tx.prepare_cached(INSERT).await?;
             tx.execute(&insert, &[&context_id, &None::<i64>, &encoded])

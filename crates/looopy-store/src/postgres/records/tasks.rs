@@ -82,24 +82,8 @@ impl PgBackend {
     ) -> Result<(), StoreError> {
         self.run(async |client| {
             let tx = client.transaction().await?;
-            let held = tx
-                .prepare_cached(
-                    "SELECT 1 FROM context_leases WHERE context_id = $1 AND owner = $2 \
-                     AND token = $3 AND NOT released FOR SHARE",
-                )
-                .await?;
-            if tx
-                .query_opt(&held, &[&task.context_id, &owner, &token])
-                .await?
-                .is_none()
-            {
-                return Err(StoreError::Unavailable {
-                    reason: format!(
-                        "lease lost: context {} is no longer held by this replica (token {token}); task {} was not written",
-                        task.context_id, task.task_id
-                    ),
-                });
-            }
+            let what = format!("task {}", task.task_id);
+            super::ensure_lease_held(&tx, &task.context_id, (owner, token), &what).await?;
             upsert(&tx, task).await?;
             tx.commit().await?;
             Ok(())
