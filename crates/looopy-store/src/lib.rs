@@ -69,4 +69,5 @@ pub use postgres::{is_postgres_url, redact_url};
 pub use records::{ArtifactRecord, ContextRecord, TaskRecord};
 pub use schema::SCHEMA_VERSION;
 pub use store::{ArtifactBody, ArtifactContent, DatabaseLock, SealedSecretRecord};
-pub use store::{ContextCursor, Lease, PushConfigRecord, Store, StoreOptions, TaskPage, TaskQuery};
+pub use store::{ContextCursor, Lease, PushConfigRecord, PushLease, Store, StoreOptions};
+pub use store::{TaskPage, TaskQuery};

@@ -164,6 +164,19 @@ const MIGRATIONS: &[&str] = &[
         released   INTEGER NOT NULL DEFAULT 0
     ) WITHOUT ROWID;
     "#,
+    // v6: which process delivers a push config's notifications (see
+    // `Store::acquire_push_lease`); the same semantics as the context leases.
+    r#"
+    CREATE TABLE push_leases (
+        task_id    TEXT NOT NULL,
+        config_id  TEXT NOT NULL,
+        owner      TEXT NOT NULL,
+        token      INTEGER NOT NULL,
+        expires_at TEXT NOT NULL,
+        released   INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (task_id, config_id)
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -42,6 +42,7 @@ async fn fresh_file_is_created_with_parent_dirs_wal_and_current_schema() {
             "event_log",
             "messages",
             "push_configs",
+            "push_leases",
             "sealed_secrets",
             "tasks"
         ]
@@ -98,7 +99,8 @@ async fn v1_events_are_migrated_to_the_keyed_log_unchanged() {
         conn.execute_batch(
             "DROP VIEW events; DROP TABLE event_log; DROP TABLE event_contexts;
              DROP INDEX tasks_active; DROP TABLE tasks; DROP TABLE push_configs;
-             DROP TABLE sealed_secrets; DROP TABLE context_leases;",
+             DROP TABLE sealed_secrets; DROP TABLE context_leases;
+             DROP TABLE push_leases;",
         )
         .unwrap();
         conn.execute_batch(V1_EVENTS).unwrap();

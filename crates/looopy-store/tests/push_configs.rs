@@ -104,7 +104,8 @@ async fn a_v2_database_gains_the_push_configs_table() {
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(
-            "DROP TABLE push_configs; DROP TABLE sealed_secrets; DROP TABLE context_leases;",
+            "DROP TABLE push_configs; DROP TABLE sealed_secrets; DROP TABLE context_leases;
+             DROP TABLE push_leases;",
         )
         .unwrap();
         conn.pragma_update(None, "user_version", 2).unwrap();

@@ -137,6 +137,20 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX context_leases_by_expiry ON context_leases(expires_at);
     "#,
+    // v2: which replica delivers a push config's notifications (`Store::acquire_push_lease`):
+    // the same semantics as the context leases, apart from them so that neither their expiry
+    // sweep nor the event log's fencing ever sees these.
+    r#"
+    CREATE TABLE push_leases (
+        task_id    TEXT COLLATE "C" NOT NULL,
+        config_id  TEXT COLLATE "C" NOT NULL,
+        owner      TEXT NOT NULL,
+        token      BIGINT NOT NULL,
+        expires_at TIMESTAMPTZ NOT NULL,
+        released   BOOLEAN NOT NULL DEFAULT FALSE,
+        PRIMARY KEY (task_id, config_id)
+    );
+    "#,
 ];
 
 /// The schema version this build writes.

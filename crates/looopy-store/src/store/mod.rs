@@ -8,6 +8,7 @@ mod leases;
 mod memory;
 mod messages;
 mod push;
+mod push_leases;
 mod secrets;
 mod task_pages;
 mod tasks;
@@ -17,6 +18,7 @@ pub use contexts::ContextCursor;
 pub use export::{DatabaseLock, SealedSecretRecord};
 pub use leases::Lease;
 pub use push::PushConfigRecord;
+pub use push_leases::PushLease;
 pub use task_pages::{TaskPage, TaskQuery};
 
 use std::path::{Path, PathBuf};

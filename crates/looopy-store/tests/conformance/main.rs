@@ -9,6 +9,7 @@
 mod artifacts;
 mod events;
 mod leases;
+mod push_leases;
 mod records;
 
 use looopy_store::{Store, StoreOptions};
