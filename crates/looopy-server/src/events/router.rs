@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use looopy_protocol::Event;
-use looopy_store::{Batch, StorageFailure};
+use looopy_store::{Batch, LiveBatches, StorageFailure, Watch, Watcher};
 use tokio::runtime::Handle;
 use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
@@ -168,6 +168,9 @@ struct Inner {
     runtime: Handle,
     /// Cancelled when the router stops (ends the storage-failure watcher).
     stop: CancellationToken,
+    /// Takes each subscriber's watch of its context (replicas: the log reads other
+    /// replicas' batches of watched contexts only, and sweeps them for lost doorbells).
+    watcher: Option<Watcher>,
 }
 
 impl Inner {
@@ -315,6 +318,8 @@ pub(crate) struct Registration {
     context_id: Arc<str>,
     id: u64,
     conn: Option<ConnHandle>,
+    /// Interest in the context for as long as the subscriber is registered.
+    _watch: Option<Watch>,
 }
 
 impl Registration {
@@ -351,10 +356,11 @@ impl EventRouter {
     /// Each subscriber buffers up to `capacity` live events (or one batch). Must be called
     /// inside a tokio runtime.
     pub fn start(
-        batches: broadcast::Receiver<Batch>,
+        batches: impl Into<LiveBatches>,
         capacity: usize,
         stop: CancellationToken,
     ) -> std::io::Result<Self> {
+        let batches = batches.into();
         let runtime = Handle::try_current().map_err(std::io::Error::other)?;
         let inner = Arc::new(Inner {
             subscribers: Mutex::new(HashMap::new()),
@@ -366,6 +372,7 @@ impl EventRouter {
             router_lags: AtomicU64::new(0),
             runtime: runtime.clone(),
             stop: stop.clone(),
+            watcher: batches.watcher(),
         });
         let thread_inner = Arc::clone(&inner);
         std::thread::Builder::new()
@@ -384,6 +391,7 @@ impl EventRouter {
     pub(crate) fn register(&self, context_id: Arc<str>, conn: Option<ConnHandle>) -> Registration {
         let mailbox = Arc::new(Mailbox::default());
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let watch = self.inner.watcher.as_ref().map(|w| w.watch(&context_id));
         let mut subscribers = self.inner.lock();
         // Checked under the lock that `run` takes to disconnect everyone when the log
         // closes, so a subscriber is either disconnected then or never registered.
@@ -406,6 +414,7 @@ impl EventRouter {
             context_id,
             id,
             conn,
+            _watch: watch,
         }
     }
 
@@ -452,7 +461,7 @@ impl EventRouter {
 
 /// The router thread: dispatches committed batches until the log closes or the router is
 /// closed.
-fn run(inner: &Inner, mut batches: broadcast::Receiver<Batch>) {
+fn run(inner: &Inner, mut batches: LiveBatches) {
     let mut ready: Vec<Batch> = Vec::new();
     while !inner.closed.load(Ordering::Acquire) {
         let first = batches.blocking_recv();

@@ -73,7 +73,7 @@ impl Streams {
         stopped: CancellationToken,
     ) -> Result<Self, ServerError> {
         let router = EventRouter::start(
-            store.event_log().subscribe(),
+            store.event_log().subscribe_watched(),
             config.subscriber_buffer,
             stopped,
         )?;
