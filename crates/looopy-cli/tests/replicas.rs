@@ -328,14 +328,11 @@ async fn two_messages_to_one_context_through_two_replicas_run_one_at_a_time() {
         post_message(&r2.base, "ctx-race", "second")
     );
     let statuses = [a.status().as_u16(), b.status().as_u16()];
-    // One turn runs; the other message is either queued behind it on the same replica or
-    // refused as busy (409, retryable) — never run at the same time, never dropped silently.
-    assert!(statuses.contains(&202), "{statuses:?}");
-    assert!(
-        statuses.iter().all(|s| *s == 202 || *s == 409),
-        "{statuses:?}"
-    );
-    let accepted = statuses.iter().filter(|s| **s == 202).count();
+    // One turn runs; the other message is queued behind it — on the replica running the
+    // context, whichever replica it came to (it is forwarded there) — never run at the
+    // same time, never dropped.
+    assert_eq!(statuses, [202, 202]);
+    let accepted = 2;
     // Every accepted turn completes, one after the other: no event of one turn falls
     // between another's start and end.
     let events = read_until(context_events(&r3.base, "ctx-race", 0).await, |seen| {
@@ -357,6 +354,46 @@ async fn two_messages_to_one_context_through_two_replicas_run_one_at_a_time() {
     }
     let ids = ids(&events);
     assert!(ids.windows(2).all(|w| w[0] < w[1]), "ordered, no duplicate");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_to_another_replica_queues_behind_the_running_turn() {
+    let Some(cluster) = cluster("forward").await else {
+        return;
+    };
+    let [r1, r2, r3] = &cluster.replicas[..] else {
+        unreachable!()
+    };
+    let first = start_turn(&r1.base, "ctx-forward").await;
+    read_until(context_events(&r3.base, "ctx-forward", 0).await, |seen| {
+        deltas(seen) >= 5
+    })
+    .await;
+    // Sent to replica 2 while replica 1 runs the context: accepted at once, not refused.
+    let second = start_turn(&r2.base, "ctx-forward").await;
+    let log = read_until(context_events(&r3.base, "ctx-forward", 0).await, |seen| {
+        seen.iter().filter(|e| e.event == "task-complete").count() == 2
+    })
+    .await;
+    let task_of = |e: &SseEvent| status_of(e)["taskId"].as_str().unwrap().to_string();
+    let position = |task: &str, kind: &str| {
+        log.iter()
+            .position(|e| e.event == kind && task_of(e) == task)
+            .unwrap_or_else(|| panic!("no {kind} of {task}"))
+    };
+    // Queued while the first ran (its task-created logged then), run after it ended.
+    assert!(position(&second, "task-created") < position(&first, "task-complete"));
+    let first_end = position(&first, "task-complete");
+    assert!(
+        log[..first_end]
+            .iter()
+            .all(|e| task_of(e) == first || e.event == "task-created"),
+        "nothing of the queued turn but its creation ran before the first ended"
+    );
+    for task in [&first, &second] {
+        let status = status_of(&log[position(task, "task-complete") - 1]);
+        assert_eq!(status["status"], "completed", "{status}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
