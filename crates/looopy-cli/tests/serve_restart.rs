@@ -113,3 +113,86 @@ async fn a_killed_server_serves_every_logged_event_after_restart_and_fails_the_t
         .unwrap();
     assert!(exit.success(), "graceful shutdown exits 0: {exit:?}");
 }
+
+#[tokio::test]
+async fn with_resume_interrupted_a_restarted_server_finishes_the_killed_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("looopy.db");
+    let script = dir.path().join("slow.yaml");
+    let answer = "tick ".repeat(60);
+    std::fs::write(
+        &script,
+        format!(
+            "- responses:\n    - steps:\n        - text: \"{answer}\"\n          chunk_size: 5\n          delay_ms: 50\n"
+        ),
+    )
+    .unwrap();
+    let resume = |db: &std::path::Path| {
+        support::start_default(
+            db,
+            &["--resume-interrupted", "--script", script.to_str().unwrap()],
+        )
+    };
+    let mut first = resume(&db);
+    let r: Value = reqwest::Client::new()
+        .post(format!("{}/v1/contexts/ctx-resume/messages", first.base))
+        .json(&serde_json::json!({"message": "count slowly"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let task = r["taskId"].as_str().unwrap().to_string();
+    let mut before = 0;
+    {
+        let mut stream = std::pin::pin!(events(&first.base, "ctx-resume", 0).await);
+        while before < 10 {
+            let e = tokio::time::timeout(PATIENCE, stream.next())
+                .await
+                .unwrap()
+                .unwrap();
+            before += usize::from(e.event == "content-delta");
+        }
+    }
+    first.child.kill().unwrap(); // SIGKILL mid-answer
+    first.child.wait().unwrap();
+
+    let second = resume(&db);
+    let mut log = Vec::new();
+    {
+        let mut stream = std::pin::pin!(events(&second.base, "ctx-resume", 0).await);
+        loop {
+            let e = tokio::time::timeout(PATIENCE, stream.next())
+                .await
+                .unwrap()
+                .unwrap();
+            let done = e.event == "task-complete";
+            log.push(e);
+            if done {
+                break;
+            }
+        }
+    }
+    // In order, no duplicate (internal events are not served without --allow-internal).
+    let ids: Vec<u64> = log.iter().map(|e| e.id.parse().unwrap()).collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+    let data: Vec<Value> = log
+        .iter()
+        .map(|e| serde_json::from_str(&e.data).unwrap())
+        .collect();
+    let resumed = data
+        .iter()
+        .find(|e| e["kind"] == "task-status" && e["metadata"]["resumed"] == true)
+        .expect("the restarted server says it resumed the turn");
+    assert_eq!(resumed["metadata"]["fromIteration"], 0);
+    assert_eq!(data[data.len() - 2]["status"], "completed");
+    let record: Value = reqwest::get(format!("{}/v1/tasks/{task}", second.base))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(record["state"], "completed", "{record}");
+    assert_eq!(record["result"], answer.as_str());
+}
