@@ -44,7 +44,8 @@ pub async fn run(args: McpArgs) -> Result<ExitCode> {
     }
     let (agent, _) = agent_setup::build(&args.agent).await?;
     // A long-lived writer of the database, like `serve`: tasks a killed process left
-    // working are marked failed, and turns it had queued run again.
+    // working are marked failed (or continued, with --resume-interrupted), and turns it had
+    // queued run again.
     let recovered = agent.recover_queue("the previous process ended").await?;
     if !recovered.failed.is_empty() {
         tracing::warn!(
@@ -53,7 +54,7 @@ pub async fn run(args: McpArgs) -> Result<ExitCode> {
         );
     }
     let host = AgentHost::new(agent);
-    for handle in recovered.restarted {
+    for handle in recovered.resumed.into_iter().chain(recovered.restarted) {
         host.adopt(handle);
     }
     let options = ServeOptions {
