@@ -220,7 +220,7 @@ async fn without_the_option_an_interrupted_turn_still_fails() {
     let store = reopen(&db).await;
     let agent = agent_with(store.clone(), two_iterations(), AgentConfig::default());
     let recovered = agent.recover_queue("server restarted").await.unwrap();
-    assert_eq!(recovered.failed, [task_id.clone()]);
+    assert_eq!(recovered.failed, std::slice::from_ref(&task_id));
     assert!(recovered.resumed.is_empty());
     let record = store.get_task(&task_id).await.unwrap().unwrap();
     assert_eq!(record.state, TaskState::Failed);
