@@ -91,6 +91,7 @@ impl AppState {
             Some(PushService::start(
                 agent.store().clone(),
                 config.push.clone(),
+                agent.config().lease_ttl,
                 stopped.child_token(),
             )?)
         } else {

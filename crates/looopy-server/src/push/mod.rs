@@ -20,8 +20,29 @@
 //! resolver that refuses private, loopback and link-local addresses (unless
 //! `allow_private`), so a name that was public at creation and rebinds later is refused;
 //! redirects are not followed, proxies are not used, and responses are read up to a cap.
+//!
+//! # Replicas
+//!
+//! On a store shared by replicas (PostgreSQL), each config is delivered by one replica at a
+//! time: the one holding the config's push lease ([`looopy_store::Store::acquire_push_lease`],
+//! a table of its own beside the context leases, with the same semantics). The replica that
+//! receives a config takes its lease at once; the holder renews it every third of the lease
+//! time (`--lease-ttl`) and gives it back when the task's last notification is delivered,
+//! the config is deleted or replaced, or the server stops. Every replica looks every third
+//! of the lease time for unfinished configs whose lease is free — released, or expired
+//! because its holder died or hangs — and the first to take one over resumes it from the
+//! stored cursor; so a dead replica's deliveries continue elsewhere within about the lease
+//! time. A holder that cannot renew its lease before it runs out, or finds it taken over,
+//! stops delivering. Its cursor writes are fenced by the lease
+//! ([`looopy_store::Store::advance_push_cursor_fenced`]): once another replica has taken
+//! the config over they are refused, and a cursor never moves back in any case (the store
+//! keeps the larger value). What a paused holder POSTs in the moment before it notices the
+//! loss can reach the webhook a second time from the new holder — at-least-once, as after a
+//! crash; the notification id dedupes it. On a SQLite file (one process) there are no push
+//! leases: the server resumes every unfinished config at start, as before.
 
 mod deliver;
+mod lease;
 mod worker;
 
 use std::collections::HashMap;
@@ -72,11 +93,25 @@ impl Default for PushOptions {
     }
 }
 
-/// The running delivery service: starts a worker for each unfinished config at start-up
-/// and for each config saved later. Cheap to clone.
+/// The running delivery service: on a SQLite store, starts a worker for each unfinished
+/// config at start-up and for each config saved later; on a store shared by replicas, a
+/// worker for each config whose push lease this replica holds (see the module docs). Cheap
+/// to clone.
 #[derive(Clone)]
 pub struct PushService {
     inner: Arc<Inner>,
+}
+
+/// (task id, config id).
+type Key = (String, String);
+
+/// A worker running (or about to) for one config.
+struct Slot {
+    generation: u64,
+    /// Stops it (replaced, server stopping).
+    cancel: CancellationToken,
+    /// Cancelled once it has stopped and given its lease back.
+    finished: CancellationToken,
 }
 
 struct Inner {
@@ -85,51 +120,91 @@ struct Inner {
     client: reqwest::Client,
     /// Stops every worker (the server stopped).
     stop: CancellationToken,
-    /// (task id, config id) → the running worker's generation and its stop token.
-    workers: Mutex<HashMap<(String, String), (u64, CancellationToken)>>,
+    /// How long a push lease lasts; `None` on a SQLite store (no leases).
+    lease_ttl: Option<Duration>,
+    workers: Mutex<HashMap<Key, Slot>>,
     next_generation: std::sync::atomic::AtomicU64,
 }
 
 impl PushService {
-    /// Builds the HTTP client and resumes every unfinished config from its cursor. Must
-    /// run inside a tokio runtime; workers stop when `stop` is cancelled.
+    /// Builds the HTTP client and resumes every unfinished config from its cursor — on a
+    /// shared store, those whose lease is free, and then every third of `lease_ttl`
+    /// those whose holder stopped. Must run inside a tokio runtime; workers stop when
+    /// `stop` is cancelled.
     pub fn start(
         store: Store,
         options: PushOptions,
+        lease_ttl: Duration,
         stop: CancellationToken,
     ) -> Result<Self, ServerError> {
         let client = deliver::client(&options)
             .map_err(|e| ServerError::Config(format!("push notification client: {e}")))?;
+        let lease_ttl = store.is_shared().then_some(lease_ttl);
         let service = Self {
             inner: Arc::new(Inner {
                 store,
                 options,
                 client,
                 stop,
+                lease_ttl,
                 workers: Mutex::new(HashMap::new()),
                 next_generation: std::sync::atomic::AtomicU64::new(0),
             }),
         };
         let resumer = service.clone();
-        tokio::spawn(async move {
-            match resumer.inner.store.pending_push_configs().await {
-                Ok(pending) => {
-                    if !pending.is_empty() {
-                        tracing::info!(
-                            count = pending.len(),
-                            "resuming push notification deliveries"
-                        );
-                    }
-                    for config in pending {
-                        resumer.config_saved(&config);
-                    }
+        match lease_ttl {
+            Some(ttl) => {
+                tokio::spawn(async move { resumer.claim_free_configs(ttl).await });
+            }
+            None => {
+                tokio::spawn(async move { resumer.resume_all().await });
+            }
+        }
+        Ok(service)
+    }
+
+    /// One process owns a SQLite store: every unfinished config is its own.
+    async fn resume_all(&self) {
+        match self.inner.store.pending_push_configs().await {
+            Ok(pending) => {
+                if !pending.is_empty() {
+                    tracing::info!(
+                        count = pending.len(),
+                        "resuming push notification deliveries"
+                    );
                 }
-                Err(error) => {
-                    tracing::error!(%error, "could not read push notification configs; their deliveries resume at the next start");
+                for config in pending {
+                    self.config_saved(&config);
                 }
             }
-        });
-        Ok(service)
+            Err(error) => {
+                tracing::error!(%error, "could not read push notification configs; their deliveries resume at the next start");
+            }
+        }
+    }
+
+    /// Until the service stops, every third of `ttl`: starts a worker (which takes the
+    /// lease first) for each unfinished config that no replica delivers.
+    async fn claim_free_configs(&self, ttl: Duration) {
+        let stop = self.inner.stop.clone();
+        loop {
+            let free = lease::claimable(&self.inner).await;
+            let mut started = 0usize;
+            for key in free {
+                if stop.is_cancelled() || self.workers().contains_key(&key) {
+                    continue;
+                }
+                self.spawn(key, None);
+                started += 1;
+            }
+            if started > 0 {
+                tracing::debug!(count = started, "trying to take over free push configs");
+            }
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(lease::tick(ttl)) => {}
+            }
+        }
     }
 
     /// What the A2A host reports (`A2aHost::push_settings`).
@@ -137,31 +212,61 @@ impl PushService {
         PushSettings::new(self.inner.options.allow_private)
     }
 
-    /// Starts delivering to `config`, replacing the worker of an earlier version of it.
+    /// Starts delivering to `config`, replacing the worker of an earlier version of it. On
+    /// a shared store the worker takes the config's lease first, and leaves the config to
+    /// the replica holding it otherwise.
     pub fn config_saved(&self, config: &PushConfigRecord) {
         if config.done || self.inner.stop.is_cancelled() {
             return;
         }
         let key = (config.task_id.clone(), config.config_id.clone());
+        self.spawn(key, Some(config.clone()));
+    }
+
+    /// Starts the worker of `key` (`config`: what to deliver without a lease; with one, the
+    /// stored config is read once the lease is held), after the one it replaces has stopped.
+    fn spawn(&self, key: Key, config: Option<PushConfigRecord>) {
         let generation = self
             .inner
             .next_generation
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let cancel = self.inner.stop.child_token();
-        let previous = self
-            .workers()
-            .insert(key.clone(), (generation, cancel.clone()));
-        if let Some((_, old)) = previous {
-            old.cancel();
+        let finished = CancellationToken::new();
+        let previous = self.workers().insert(
+            key.clone(),
+            Slot {
+                generation,
+                cancel: cancel.clone(),
+                finished: finished.clone(),
+            },
+        );
+        if let Some(old) = &previous {
+            old.cancel.cancel();
         }
         let inner = Arc::clone(&self.inner);
-        let config = config.clone();
         tokio::spawn(async move {
-            worker::run(&inner, config, cancel).await;
-            let mut workers = inner.workers.lock().unwrap_or_else(|p| p.into_inner());
-            if workers.get(&key).is_some_and(|(g, _)| *g == generation) {
-                workers.remove(&key);
+            // One worker per config in this process: the one replaced lets go of the
+            // config (and its lease) before this one starts.
+            if let Some(old) = previous {
+                old.finished.cancelled().await;
             }
+            if !cancel.is_cancelled() {
+                match (inner.lease_ttl, config) {
+                    (Some(ttl), _) => lease::deliver(&inner, &key.0, &key.1, ttl, &cancel).await,
+                    (None, Some(config)) => worker::run(&inner, config, cancel, None).await,
+                    (None, None) => {}
+                }
+            }
+            {
+                let mut workers = inner.workers.lock().unwrap_or_else(|p| p.into_inner());
+                if workers
+                    .get(&key)
+                    .is_some_and(|s| s.generation == generation)
+                {
+                    workers.remove(&key);
+                }
+            }
+            finished.cancel();
         });
     }
 
@@ -170,9 +275,7 @@ impl PushService {
         self.workers().len()
     }
 
-    fn workers(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<(String, String), (u64, CancellationToken)>> {
+    fn workers(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Slot>> {
         self.inner
             .workers
             .lock()

@@ -7,7 +7,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use looopy_a2a::push::{config_version, ends_notifications, notification_id};
 use looopy_a2a::{MappingState, ProtocolVersion, to_v1, v1, v03};
-use looopy_store::PushConfigRecord;
+use looopy_store::{PushConfigRecord, PushLease};
 use tokio_util::sync::CancellationToken;
 
 use super::Inner;
@@ -30,7 +30,14 @@ enum Stop {
     GaveUp,
 }
 
-pub(super) async fn run(inner: &Inner, config: PushConfigRecord, cancel: CancellationToken) {
+/// Delivers `config` until its task's last notification or a stop. With `lease` (a store
+/// shared by replicas), cursor writes are fenced by it.
+pub(super) async fn run(
+    inner: &Inner,
+    config: PushConfigRecord,
+    cancel: CancellationToken,
+    lease: Option<&PushLease>,
+) {
     let target = deliver::display_target(&config.url);
     tracing::debug!(
         task_id = %config.task_id,
@@ -39,14 +46,10 @@ pub(super) async fn run(inner: &Inner, config: PushConfigRecord, cancel: Cancell
         cursor = config.cursor,
         "push notification worker started"
     );
-    let outcome = follow(inner, &config, &target, &cancel).await;
+    let outcome = follow(inner, &config, &target, &cancel, lease).await;
     if let Err(Stop::GaveUp) = outcome {
         // Finished for good: a restart must not resume it.
-        if let Err(error) = inner
-            .store
-            .advance_push_cursor(&config.task_id, &config.config_id, 0, true)
-            .await
-        {
+        if let Err(error) = store_cursor(inner, &config, lease, 0, true).await {
             tracing::warn!(%error, task_id = %config.task_id, "could not mark a push config given up");
         }
     }
@@ -58,6 +61,7 @@ async fn follow(
     config: &PushConfigRecord,
     target: &str,
     cancel: &CancellationToken,
+    lease: Option<&PushLease>,
 ) -> Result<(), Stop> {
     let version = config_version(config);
     let log = inner.store.event_log();
@@ -99,9 +103,9 @@ async fn follow(
                     deliver_with_retry(inner, config, target, version, &id, item, cancel).await?;
                 }
                 cursor = event.seq;
-                save(inner, config, cursor, last).await?;
+                save(inner, config, lease, cursor, last).await?;
             } else if last {
-                save(inner, config, cursor.max(event.seq), true).await?;
+                save(inner, config, lease, cursor.max(event.seq), true).await?;
             }
             if last {
                 tracing::debug!(task_id = %config.task_id, config_id = %config.config_id, "push notifications complete");
@@ -136,21 +140,43 @@ async fn still_configured(inner: &Inner, config: &PushConfigRecord) -> Result<()
     }
 }
 
-/// Moves the stored cursor; a deleted config stops the worker.
+/// Moves the stored cursor (never back: the store keeps the larger one), fenced by the
+/// lease when there is one.
+async fn store_cursor(
+    inner: &Inner,
+    config: &PushConfigRecord,
+    lease: Option<&PushLease>,
+    cursor: u64,
+    done: bool,
+) -> Result<bool, looopy_store::StoreError> {
+    match lease {
+        Some(lease) => {
+            inner
+                .store
+                .advance_push_cursor_fenced(lease, cursor, done)
+                .await
+        }
+        None => {
+            inner
+                .store
+                .advance_push_cursor(&config.task_id, &config.config_id, cursor, done)
+                .await
+        }
+    }
+}
+
+/// Moves the stored cursor; a deleted config (or a lost lease) stops the worker.
 async fn save(
     inner: &Inner,
     config: &PushConfigRecord,
+    lease: Option<&PushLease>,
     cursor: u64,
     done: bool,
 ) -> Result<(), Stop> {
-    match inner
-        .store
-        .advance_push_cursor(&config.task_id, &config.config_id, cursor, done)
-        .await
-    {
+    match store_cursor(inner, config, lease, cursor, done).await {
         Ok(true) => Ok(()),
         Ok(false) => {
-            tracing::debug!(task_id = %config.task_id, config_id = %config.config_id, "push config deleted; worker stops");
+            tracing::debug!(task_id = %config.task_id, config_id = %config.config_id, "push config deleted, or its lease taken over; worker stops");
             Err(Stop::Quietly)
         }
         // The notification went out; only its bookkeeping failed: a restart may send it
