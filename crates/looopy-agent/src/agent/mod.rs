@@ -177,6 +177,9 @@ impl Agent {
                 return Err(AgentError::Forbidden(context_id.to_string()));
             }
         }
+        // A dead replica's turn that no sweep has noticed yet is failed (or continued)
+        // first: the new turn must not run beside it.
+        self.take_over_if_orphaned(context_id).await?;
         let cancel = CancellationToken::new();
         let user = Message {
             role: looopy_protocol::message::Role::User,

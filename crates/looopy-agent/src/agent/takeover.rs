@@ -48,64 +48,108 @@ impl Agent {
             return Ok(taken);
         }
         for expired in store.expired_leases(SWEEP_BATCH).await? {
-            let context_id = expired.context_id;
-            // The turn to continue names the claim, so a cancel sent here reaches it.
-            let resume = match self.shared.config.resume_interrupted {
-                true => store
-                    .list_tasks(Some(&context_id))
-                    .await?
-                    .into_iter()
-                    .find(resumable)
-                    .map(|t| t.task_id),
-                false => None,
-            };
-            let cancel = CancellationToken::new();
-            let label = resume.as_deref().unwrap_or("(takeover)");
-            let Ok(claim) = self.runs.claim(&context_id, label, cancel.clone()) else {
-                continue; // running here after all
-            };
-            let claim = match self.lease(claim, &cancel).await {
-                Ok(claim) => claim,
-                Err(AgentError::Busy { .. }) => continue, // another replica took it first
-                Err(error) => return Err(error),
-            };
-            // Read again under the lease: nobody else changes them now.
-            let mut orphans = Vec::new();
-            let mut continued = None;
-            for record in store.list_tasks(Some(&context_id)).await? {
-                if !is_orphaned(record.state) {
-                    continue;
-                }
-                if resume.as_deref() == Some(record.task_id.as_str()) && resumable(&record) {
-                    let trace = trace(store, &context_id, &record.task_id).await?;
-                    if trace.started {
-                        continued = Some((record, trace));
-                        continue;
-                    }
-                }
-                orphans.push(record);
-            }
-            for mut record in orphans {
-                let error = interrupted(reason);
-                record.state = TaskState::Failed;
-                record.error = Some(error.clone());
-                record.updated_at = chrono::Utc::now();
-                store.put_task(&record).await?;
-                self.log_failure(&record, error).await?;
-                tracing::warn!(task_id = %record.task_id, %context_id, dead = %expired.owner, "task of a dead replica marked failed");
-                if record.parent_task_id.is_some() {
-                    self.continue_after_orphans(vec![record.clone()]);
-                }
-                taken.failed.push(record.task_id);
-            }
-            if let Some((record, trace)) = continued {
-                let why = format!("replica {} stopped", expired.owner);
-                taken.resumed.push(
-                    self.resume_orphan(record, trace, claim, cancel, &why)
-                        .await?,
-                );
-            }
+            self.take_over_context(&expired.context_id, &expired.owner, reason, &mut taken)
+                .await?;
         }
         Ok(taken)
+    }
+
+    /// Takes over `context_id`, whose lease replica `dead_owner` let expire: its orphaned tasks are
+    /// failed, or its turn continued (recorded in `taken`). Nothing when the context runs
+    /// here or another replica takes it first.
+    async fn take_over_context(
+        &self,
+        context_id: &str,
+        dead_owner: &str,
+        reason: &str,
+        taken: &mut TakenOver,
+    ) -> Result<(), AgentError> {
+        let store = &self.shared.store;
+        // The turn to continue names the claim, so a cancel sent here reaches it.
+        let resume = match self.shared.config.resume_interrupted {
+            true => store
+                .list_tasks(Some(context_id))
+                .await?
+                .into_iter()
+                .find(resumable)
+                .map(|t| t.task_id),
+            false => None,
+        };
+        let cancel = CancellationToken::new();
+        let label = resume.as_deref().unwrap_or("(takeover)");
+        let Ok(claim) = self.runs.claim(context_id, label, cancel.clone()) else {
+            return Ok(()); // running here after all
+        };
+        let claim = match self.lease(claim, &cancel).await {
+            Ok(claim) => claim,
+            Err(AgentError::Busy { .. }) => return Ok(()), // another replica took it first
+            Err(error) => return Err(error),
+        };
+        // Read again under the lease: nobody else changes them now.
+        let mut orphans = Vec::new();
+        let mut continued = None;
+        for record in store.list_tasks(Some(context_id)).await? {
+            if !is_orphaned(record.state) {
+                continue;
+            }
+            if resume.as_deref() == Some(record.task_id.as_str()) && resumable(&record) {
+                let trace = trace(store, context_id, &record.task_id).await?;
+                if trace.started {
+                    continued = Some((record, trace));
+                    continue;
+                }
+            }
+            orphans.push(record);
+        }
+        for mut record in orphans {
+            let error = interrupted(reason);
+            record.state = TaskState::Failed;
+            record.error = Some(error.clone());
+            record.updated_at = chrono::Utc::now();
+            store.put_task(&record).await?;
+            self.log_failure(&record, error).await?;
+            tracing::warn!(task_id = %record.task_id, %context_id, dead = %dead_owner, "task of a dead replica marked failed");
+            if record.parent_task_id.is_some() {
+                self.continue_after_orphans(vec![record.clone()]);
+            }
+            taken.failed.push(record.task_id);
+        }
+        if let Some((record, trace)) = continued {
+            let why = format!("replica {dead_owner} stopped");
+            taken.resumed.push(
+                self.resume_orphan(record, trace, claim, cancel, &why)
+                    .await?,
+            );
+        }
+        Ok(())
+    }
+
+    /// Before a new turn of `context_id` on a shared store: when the context's last turn
+    /// was left running by a replica that died and no sweep has taken it over yet (a
+    /// message can arrive first), takes it over now — failing or continuing it — so the
+    /// new turn never runs beside an orphan that nobody would fail any more.
+    pub(super) async fn take_over_if_orphaned(&self, context_id: &str) -> Result<(), AgentError> {
+        let store = &self.shared.store;
+        if !store.is_shared() || self.runs.queue_of(context_id).0.is_some() {
+            return Ok(());
+        }
+        let Some(last) = store.active_task(context_id).await? else {
+            return Ok(());
+        };
+        if !is_orphaned(last.state) || store.lease_of(context_id).await?.is_some() {
+            return Ok(()); // paused or finished, or running on a live replica
+        }
+        let mut taken = TakenOver::default();
+        self.take_over_context(
+            context_id,
+            "(expired)",
+            "the replica running it stopped",
+            &mut taken,
+        )
+        .await?;
+        if !taken.is_empty() {
+            tracing::warn!(%context_id, failed = taken.failed.len(), resumed = taken.resumed.len(), "took over a dead replica's context before its next turn");
+        }
+        Ok(())
     }
 }
