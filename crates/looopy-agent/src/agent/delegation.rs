@@ -66,6 +66,20 @@ impl Agent {
             Some(_) => self.shared.store.load_messages(&record.context_id).await?,
             None => Vec::new(),
         };
+        self.context_turn(record, emitter, cancel, stored, counters)
+            .await
+    }
+
+    /// A turn of this agent over `stored` (the context's history) that knows, before any
+    /// tool runs, whom it runs for (the context's owner).
+    pub(super) async fn context_turn(
+        &self,
+        record: TaskRecord,
+        emitter: crate::emit::Emitter,
+        cancel: CancellationToken,
+        stored: Vec<looopy_protocol::Message>,
+        counters: crate::turn::Counters,
+    ) -> Result<Turn, AgentError> {
         let owner = self
             .shared
             .store

@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 use super::active::Claim;
 use super::{Agent, TurnHandle, Work};
 use crate::AgentError;
-use crate::turn::{Counters, Turn};
+use crate::turn::Counters;
 
 /// Events read per page while tracing a task through the log.
 const PAGE: usize = 1_000;
@@ -162,20 +162,10 @@ impl Agent {
         // The dead run may have stored its last iteration — a final answer — and died
         // before logging the end: then the turn is over, not to be asked again.
         let finished = finished_answer(&stored);
-        let owner = store
-            .get_context(&record.context_id)
-            .await?
-            .and_then(|c| c.owner);
         tracing::warn!(task_id = %record.task_id, context_id = %record.context_id, iteration = trace.iteration, "continuing an interrupted turn from its last checkpoint");
-        let turn = Turn::new(
-            self.shared.clone(),
-            emitter,
-            cancel,
-            record,
-            stored,
-            counters,
-        );
-        let _ = turn.runner.owner.set(owner);
+        let turn = self
+            .context_turn(record, emitter, cancel, stored, counters)
+            .await?;
         Ok(self.spawn(turn, claim, Work::Continue(finished), start_seq))
     }
 }
