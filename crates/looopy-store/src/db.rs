@@ -72,9 +72,16 @@ pub(crate) fn create_parent_dir(path: &Path) -> Result<(), StoreError> {
 
 /// Connections for the async API. WAL lets any number of them read while one writes, so
 /// reads never wait for the event-log writer; writes wait on SQLite's lock (`busy_timeout`).
+///
+/// At most `in_use` operations hold a connection at once; later ones wait their turn on a
+/// fair (FIFO) semaphore. Without that bound, a burst of requests (a thousand turns
+/// starting together) put hundreds of blocking threads on SQLite's write lock, whose
+/// waiting is sleep-and-retry rather than a queue: an unlucky writer could lose for the
+/// whole `busy_timeout` and fail with "database is locked".
 pub(crate) struct Pool {
     path: PathBuf,
     busy_timeout: Duration,
+    permits: Arc<tokio::sync::Semaphore>,
     idle: Mutex<Vec<Connection>>,
     max_idle: usize,
     read_only: bool,
@@ -89,13 +96,15 @@ impl Pool {
     pub(crate) fn new(
         path: PathBuf,
         busy_timeout: Duration,
-        max_idle: usize,
+        (max_idle, in_use): (usize, usize),
         read_only: bool,
         health: Arc<Health>,
     ) -> Self {
+        let in_use = in_use.clamp(1, tokio::sync::Semaphore::MAX_PERMITS);
         Self {
             path,
             busy_timeout,
+            permits: Arc::new(tokio::sync::Semaphore::new(in_use)),
             idle: Mutex::new(Vec::new()),
             max_idle: max_idle.max(1),
             read_only,
@@ -164,17 +173,29 @@ impl Pool {
     }
 
     /// Runs `f` on a pooled connection without blocking the async runtime: on tokio's
-    /// blocking pool when there is a runtime, inline otherwise.
+    /// blocking pool when there is a runtime (in turn, at most `in_use` at once), inline
+    /// otherwise.
     pub(crate) async fn run<T: Send + 'static>(
         self: &Arc<Self>,
         f: impl FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
         let pool = Arc::clone(self);
         match tokio::runtime::Handle::try_current() {
-            Ok(handle) => handle
-                .spawn_blocking(move || pool.with(f))
-                .await
-                .map_err(|e| StoreError::Background(e.to_string()))?,
+            Ok(handle) => {
+                // Held by the blocking call itself: a caller that stops waiting does not
+                // let another in while its connection is still busy.
+                let permit = Arc::clone(&self.permits)
+                    .acquire_owned()
+                    .await
+                    .map_err(|e| StoreError::Background(e.to_string()))?;
+                handle
+                    .spawn_blocking(move || {
+                        let _permit = permit;
+                        pool.with(f)
+                    })
+                    .await
+                    .map_err(|e| StoreError::Background(e.to_string()))?
+            }
             Err(_) => pool.with(f),
         }
     }

@@ -52,6 +52,10 @@ pub struct StoreOptions {
     pub broadcast_capacity: usize,
     /// Idle connections kept for the async API (more are opened on demand).
     pub pooled_connections: usize,
+    /// SQLite: most connections of the async API in use at once (record reads and writes);
+    /// more requests wait their turn, in order, instead of all contending for SQLite's
+    /// write lock, whose waiting is not fair (a loser can time out under a burst).
+    pub max_connections: usize,
     /// WAL growth (pages, estimated) after which a background thread checkpoints it, off
     /// the event-log writer's commit path.
     pub wal_checkpoint_pages: u32,
@@ -87,6 +91,7 @@ impl Default for StoreOptions {
             max_batch: 2048,
             broadcast_capacity: 1024,
             pooled_connections: 4,
+            max_connections: 16,
             wal_checkpoint_pages: 1000,
             wal_rewind_pages: 16_384,
             lock_holder: default_holder(),
@@ -157,7 +162,7 @@ impl Store {
         let pool = Arc::new(Pool::new(
             path.clone(),
             options.busy_timeout,
-            options.pooled_connections,
+            (options.pooled_connections, options.max_connections),
             false,
             health,
         ));
@@ -206,7 +211,7 @@ impl Store {
         let pool = Arc::new(Pool::new(
             path.clone(),
             options.busy_timeout,
-            options.pooled_connections,
+            (options.pooled_connections, options.max_connections),
             true,
             Arc::new(Health::default()),
         ));
