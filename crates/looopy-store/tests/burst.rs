@@ -24,7 +24,7 @@ async fn a_thousand_concurrent_record_writes_all_succeed() {
             store.ensure_context(&context, Some("someone")).await?;
             store
                 .put_task(&TaskRecord::new(
-                    &format!("task-{i}"),
+                    format!("task-{i}"),
                     &context,
                     TaskState::Working,
                 ))
