@@ -36,8 +36,7 @@ impl PgBackend {
                  VALUES ($1, $2, 1, now() + $3::float8 * interval '1 millisecond', FALSE)
                  ON CONFLICT (context_id) DO UPDATE SET
                     owner = EXCLUDED.owner,
-                    token = CASE WHEN NOT l.released AND l.expires_at > now() THEN l.token
-                                 ELSE l.token + 1 END,
+                    token = l.token + 1,
                     expires_at = EXCLUDED.expires_at,
                     released = FALSE
                  WHERE l.released OR l.expires_at <= now() OR l.owner = EXCLUDED.owner

@@ -33,9 +33,11 @@ impl Store {
         self.event_log().fences().owner()
     }
 
-    /// Takes the lease of `context_id` for `ttl` if it is free, released or expired (a
-    /// new, higher token), or extends it if this process holds it already. `None` while
-    /// another replica holds it. Appends of the context carry the lease's token from now on.
+    /// Takes the lease of `context_id` for `ttl` if it is free, released or expired, or if
+    /// this process holds it already; every taking gets a new, higher token, so the release
+    /// of an earlier holding — which a dropped guard sends in the background and may still
+    /// be on its way — can never end the new one. `None` while another replica holds it.
+    /// Appends of the context carry the lease's token from now on.
     pub async fn acquire_lease(
         &self,
         context_id: &str,
@@ -57,7 +59,7 @@ impl Store {
                             if live && holder != owner {
                                 return Ok(None);
                             }
-                            if live { token } else { token + 1 }
+                            token + 1
                         }
                         None => 1,
                     };

@@ -20,13 +20,28 @@ async fn a_free_context_is_leased_and_renewed_by_its_holder(store: Store) {
     assert_eq!(lease.owner, store.replica_id());
     assert_eq!(lease.token, 1);
     assert_eq!(store.lease_of("ctx").await.unwrap().unwrap().token, 1);
-    // Taking it again while holding it keeps the token (re-entrant).
+    // Taking it again while holding it starts a new holding with a higher token: the
+    // earlier holding's release, which may arrive late, cannot end it.
     let again = store
         .acquire_lease("ctx", Duration::from_secs(30))
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(again.token, 1);
+    assert_eq!(again.token, 2);
+    assert!(
+        !store.release_lease(&lease).await.unwrap(),
+        "a stale release"
+    );
+    assert_eq!(store.lease_of("ctx").await.unwrap().unwrap().token, 2);
+    // Writes of the new holding are still fenced with its token, and accepted.
+    store
+        .put_task(&looopy_store::TaskRecord::new(
+            "t",
+            "ctx",
+            looopy_protocol::TaskState::Working,
+        ))
+        .await
+        .expect("the new holding still writes");
     let renewed = store
         .renew_lease(&again, Duration::from_secs(60))
         .await
