@@ -205,6 +205,20 @@ fn block<'a>(t: &'a Value, agent: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no block for {agent}: {t}"))
 }
 
+/// Whether every artifact on the page (`kind:state`) has left its transient states.
+fn artifacts_settled(t: &Value) -> bool {
+    t["blocks"].as_array().is_some_and(|blocks| {
+        blocks.iter().all(|b| {
+            b["artifacts"].as_array().is_some_and(|a| {
+                a.iter().all(|a| {
+                    a.as_str()
+                        .is_some_and(|s| !s.ends_with(":streaming") && !s.ends_with(":verifying"))
+                })
+            })
+        })
+    })
+}
+
 /// Checks the finished "team" turn: three blocks, the grandchild nested in its parent.
 fn assert_team_tree(t: &Value) {
     let turn = &t["turn"];
@@ -297,11 +311,14 @@ async fn sub_agents_render_as_nested_blocks_live_after_a_cut_and_on_reload() {
 
     browser.type_into("#message", "the team please").await;
     browser.click("#send").await;
+    // Settled: every block finished, and the writer's record checked against its
+    // streamed sha256 (the page hashes it asynchronously, showing `verifying` meanwhile).
     let team = wait_tree(&browser, "the team's tree", |t| {
         t["turn"]["state"] == "completed"
             && t["blocks"]
                 .as_array()
                 .is_some_and(|b| b.len() == 3 && b.iter().all(|b| b["state"] == "completed"))
+            && artifacts_settled(t)
     })
     .await;
     assert_team_tree(&team);
@@ -362,7 +379,7 @@ async fn sub_agents_render_as_nested_blocks_live_after_a_cut_and_on_reload() {
     // A reload replays the whole context from the log: the same tree, once.
     browser.refresh().await;
     let replayed = wait_tree(&browser, "the replayed tree", |t| {
-        t["lastSeq"] == live["lastSeq"] && t["turn"]["state"] == "completed"
+        t["lastSeq"] == live["lastSeq"] && t["turn"]["state"] == "completed" && artifacts_settled(t)
     })
     .await;
     assert_ask_tree(&replayed);
