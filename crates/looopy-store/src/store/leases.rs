@@ -10,9 +10,10 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use rusqlite::{OptionalExtension, TransactionBehavior, params};
+use rusqlite::params;
 
 use super::Store;
+use super::lease_table::{CONTEXT_LEASES, Holding};
 use crate::StoreError;
 use crate::db::{decode_time, encode_time};
 
@@ -25,6 +26,17 @@ pub struct Lease {
     /// The fencing token: grows with every change of holder.
     pub token: i64,
     pub expires_at: DateTime<Utc>,
+}
+
+impl Lease {
+    fn of(context_id: &str, holding: Holding) -> Lease {
+        Lease {
+            context_id: context_id.to_string(),
+            owner: holding.owner,
+            token: holding.token,
+            expires_at: holding.expires_at,
+        }
+    }
 }
 
 impl Store {
@@ -43,44 +55,10 @@ impl Store {
         context_id: &str,
         ttl: Duration,
     ) -> Result<Option<Lease>, StoreError> {
-        let owner = self.replica_id().to_string();
-        let lease = if let Some(pg) = self.pg() {
-            pg.acquire_lease(context_id, &owner, ttl).await?
-        } else {
-            let context_id = context_id.to_string();
-            self.pool()?
-                .run(move |conn| {
-                    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-                    let now = Utc::now();
-                    let current = select(&tx, &context_id)?;
-                    let token = match current {
-                        Some((holder, token, expires, released)) => {
-                            let live = !released && expires > now;
-                            if live && holder != owner {
-                                return Ok(None);
-                            }
-                            token + 1
-                        }
-                        None => 1,
-                    };
-                    let expires_at = now + chrono_ttl(ttl);
-                    tx.prepare_cached(
-                        "INSERT INTO context_leases (context_id, owner, token, expires_at, released)
-                         VALUES (?1, ?2, ?3, ?4, 0)
-                         ON CONFLICT (context_id) DO UPDATE SET owner = excluded.owner,
-                            token = excluded.token, expires_at = excluded.expires_at, released = 0",
-                    )?
-                    .execute(params![context_id, owner, token, encode_time(&expires_at)])?;
-                    tx.commit()?;
-                    Ok(Some(Lease {
-                        context_id,
-                        owner,
-                        token,
-                        expires_at,
-                    }))
-                })
-                .await?
-        };
+        let holding = self
+            .take_lease(&CONTEXT_LEASES, vec![context_id.to_string()], ttl)
+            .await?;
+        let lease = holding.map(|holding| Lease::of(context_id, holding));
         if let Some(lease) = &lease {
             self.event_log()
                 .fences()
@@ -97,35 +75,17 @@ impl Store {
         lease: &Lease,
         ttl: Duration,
     ) -> Result<Option<Lease>, StoreError> {
-        let renewed = if let Some(pg) = self.pg() {
-            pg.renew_lease(lease, ttl).await?
-        } else {
-            let lease = lease.clone();
-            self.pool()?
-                .run(move |conn| {
-                    let expires_at = Utc::now() + chrono_ttl(ttl);
-                    let changed = conn
-                        .prepare_cached(
-                            "UPDATE context_leases SET expires_at = ?4 WHERE context_id = ?1
-                             AND owner = ?2 AND token = ?3 AND released = 0",
-                        )?
-                        .execute(params![
-                            lease.context_id,
-                            lease.owner,
-                            lease.token,
-                            encode_time(&expires_at)
-                        ])?;
-                    Ok((changed == 1).then_some(Lease {
-                        expires_at,
-                        ..lease
-                    }))
-                })
-                .await?
-        };
+        let key = vec![lease.context_id.clone()];
+        let renewed = self
+            .renew_lease_row(&CONTEXT_LEASES, key, lease.owner.clone(), lease.token, ttl)
+            .await?;
         // A lost lease keeps its (stale) token as the context's fence until the holder
         // releases it: whatever the holder still tries to write is refused, where dropping
         // the fence would let its last writes through once the new holder has let go.
-        Ok(renewed)
+        Ok(renewed.map(|expires_at| Lease {
+            expires_at,
+            ..lease.clone()
+        }))
     }
 
     /// Gives a held lease back (the row and its token stay, so tokens keep growing). False
@@ -134,44 +94,17 @@ impl Store {
         self.event_log()
             .fences()
             .release(&lease.context_id, lease.token);
-        if let Some(pg) = self.pg() {
-            return pg.release_lease(lease).await;
-        }
-        let lease = lease.clone();
-        self.pool()?
-            .run(move |conn| {
-                let changed = conn
-                    .prepare_cached(
-                        "UPDATE context_leases SET released = 1 WHERE context_id = ?1
-                         AND owner = ?2 AND token = ?3 AND released = 0",
-                    )?
-                    .execute(params![lease.context_id, lease.owner, lease.token])?;
-                Ok(changed == 1)
-            })
+        let key = vec![lease.context_id.clone()];
+        self.release_lease_row(&CONTEXT_LEASES, key, lease.owner.clone(), lease.token)
             .await
     }
 
     /// The live (held, unexpired) lease of `context_id`, whoever holds it.
     pub async fn lease_of(&self, context_id: &str) -> Result<Option<Lease>, StoreError> {
-        if let Some(pg) = self.pg() {
-            return pg.lease_of(context_id).await;
-        }
-        let context_id = context_id.to_string();
-        self.pool()?
-            .run(move |conn| {
-                let now = Utc::now();
-                Ok(
-                    select(conn, &context_id)?.and_then(|(owner, token, expires_at, released)| {
-                        (!released && expires_at > now).then_some(Lease {
-                            context_id,
-                            owner,
-                            token,
-                            expires_at,
-                        })
-                    }),
-                )
-            })
-            .await
+        let holding = self
+            .live_lease(&CONTEXT_LEASES, vec![context_id.to_string()])
+            .await?;
+        Ok(holding.map(|holding| Lease::of(context_id, holding)))
     }
 
     /// Leases whose holder let them expire without releasing them (it died, or hangs):
@@ -212,28 +145,4 @@ impl Store {
             })
             .await
     }
-}
-
-/// A lease row: (owner, token, expires_at, released).
-type LeaseRow = (String, i64, DateTime<Utc>, bool);
-
-/// The lease row of `context_id`.
-fn select(conn: &rusqlite::Connection, context_id: &str) -> Result<Option<LeaseRow>, StoreError> {
-    let row: Option<(String, i64, String, bool)> = conn
-        .prepare_cached(
-            "SELECT owner, token, expires_at, released FROM context_leases WHERE context_id = ?1",
-        )?
-        .query_row([context_id], |row| {
-            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
-        })
-        .optional()?;
-    row.map(|(owner, token, expires, released)| {
-        let expires_at = decode_time(&expires, "context_leases", context_id, "expires_at")?;
-        Ok((owner, token, expires_at, released))
-    })
-    .transpose()
-}
-
-pub(crate) fn chrono_ttl(ttl: Duration) -> chrono::Duration {
-    chrono::Duration::from_std(ttl).unwrap_or(chrono::Duration::MAX)
 }

@@ -4,6 +4,7 @@
 mod artifacts;
 mod contexts;
 mod export;
+mod lease_table;
 mod leases;
 mod memory;
 mod messages;

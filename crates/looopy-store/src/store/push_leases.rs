@@ -3,9 +3,9 @@
 //! delivers it, the others leave it alone until the lease is released or expires (its
 //! replica died), and then one of them takes over from the stored cursor.
 //!
-//! The same semantics as the context leases ([`Store::acquire_lease`]) — taken when free,
-//! released or expired, renewed by the holder, tokens that only grow — in a table of their
-//! own (`push_leases`, keyed by task and config id), so they never meet the context leases'
+//! The same semantics and code as the context leases ([`Store::acquire_lease`], see
+//! `lease_table.rs`) — taken when free, released or expired, renewed by the holder, a new
+//! and higher token for every taking — in a table of their own (`push_leases`, keyed by task and config id), so they never meet the context leases'
 //! expiry sweep or the event log's fencing. A holder's cursor writes go through
 //! [`Store::advance_push_cursor_fenced`], which refuses them once another replica has taken
 //! the lease over. On a SQLite file (one process) they record the same facts.
@@ -14,12 +14,12 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use rusqlite::{OptionalExtension, TransactionBehavior, params};
+use rusqlite::params;
 
 use super::Store;
-use super::leases::chrono_ttl;
+use super::lease_table::{Holding, PUSH_LEASES};
 use crate::StoreError;
-use crate::db::{decode_time, encode_time, to_i64};
+use crate::db::{encode_time, to_i64};
 
 /// A push config's delivery lease as its holder sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,52 +33,26 @@ pub struct PushLease {
     pub expires_at: DateTime<Utc>,
 }
 
-fn millis(ttl: Duration) -> f64 {
-    ttl.as_secs_f64() * 1000.0
-}
+impl PushLease {
+    fn of(task_id: &str, config_id: &str, holding: Holding) -> PushLease {
+        PushLease {
+            task_id: task_id.to_string(),
+            config_id: config_id.to_string(),
+            owner: holding.owner,
+            token: holding.token,
+            expires_at: holding.expires_at,
+        }
+    }
 
-fn pg_lease(
-    task_id: &str,
-    config_id: &str,
-    row: &tokio_postgres::Row,
-) -> Result<PushLease, StoreError> {
-    Ok(PushLease {
-        task_id: task_id.to_string(),
-        config_id: config_id.to_string(),
-        owner: row.try_get("owner")?,
-        token: row.try_get("token")?,
-        expires_at: row.try_get("expires_at")?,
-    })
-}
-
-/// A lease row: (owner, token, expires_at, released).
-type Row = (String, i64, DateTime<Utc>, bool);
-
-fn select(
-    conn: &rusqlite::Connection,
-    task_id: &str,
-    config_id: &str,
-) -> Result<Option<Row>, StoreError> {
-    let row: Option<(String, i64, String, bool)> = conn
-        .prepare_cached(
-            "SELECT owner, token, expires_at, released FROM push_leases
-             WHERE task_id = ?1 AND config_id = ?2",
-        )?
-        .query_row([task_id, config_id], |row| {
-            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
-        })
-        .optional()?;
-    row.map(|(owner, token, expires, released)| {
-        let key = format!("{task_id}/{config_id}");
-        let expires_at = decode_time(&expires, "push_leases", &key, "expires_at")?;
-        Ok((owner, token, expires_at, released))
-    })
-    .transpose()
+    fn key(&self) -> Vec<String> {
+        vec![self.task_id.clone(), self.config_id.clone()]
+    }
 }
 
 impl Store {
     /// Takes the delivery lease of a push config for `ttl` if it is free, released or
-    /// expired (a new, higher token), or extends it if this replica holds it already.
+    /// expired, or if this replica holds it already; every taking gets a new, higher token
+    /// (so a second delivery of the same config on this replica fences the first out).
     /// `None` while another replica holds it.
     pub async fn acquire_push_lease(
         &self,
@@ -86,67 +60,9 @@ impl Store {
         config_id: &str,
         ttl: Duration,
     ) -> Result<Option<PushLease>, StoreError> {
-        let owner = self.replica_id().to_string();
-        let (task_id, config_id) = (task_id.to_string(), config_id.to_string());
-        if let Some(pg) = self.pg() {
-            return pg
-                .run(async |client| {
-                    let statement = client
-                        .prepare_cached(
-                            "INSERT INTO push_leases AS l
-                                (task_id, config_id, owner, token, expires_at, released)
-                             VALUES ($1, $2, $3, 1,
-                                now() + $4::float8 * interval '1 millisecond', FALSE)
-                             ON CONFLICT (task_id, config_id) DO UPDATE SET
-                                owner = EXCLUDED.owner,
-                                token = CASE WHEN NOT l.released AND l.expires_at > now()
-                                             THEN l.token ELSE l.token + 1 END,
-                                expires_at = EXCLUDED.expires_at,
-                                released = FALSE
-                             WHERE l.released OR l.expires_at <= now() OR l.owner = EXCLUDED.owner
-                             RETURNING owner, token, expires_at",
-                        )
-                        .await?;
-                    let row = client
-                        .query_opt(&statement, &[&task_id, &config_id, &owner, &millis(ttl)])
-                        .await?;
-                    row.map(|row| pg_lease(&task_id, &config_id, &row))
-                        .transpose()
-                })
-                .await;
-        }
-        self.pool()?
-            .run(move |conn| {
-                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-                let now = Utc::now();
-                let token = match select(&tx, &task_id, &config_id)? {
-                    Some((holder, token, expires, released)) => {
-                        let live = !released && expires > now;
-                        if live && holder != owner {
-                            return Ok(None);
-                        }
-                        if live { token } else { token + 1 }
-                    }
-                    None => 1,
-                };
-                let expires_at = now + chrono_ttl(ttl);
-                tx.prepare_cached(
-                    "INSERT INTO push_leases (task_id, config_id, owner, token, expires_at, released)
-                     VALUES (?1, ?2, ?3, ?4, ?5, 0)
-                     ON CONFLICT (task_id, config_id) DO UPDATE SET owner = excluded.owner,
-                        token = excluded.token, expires_at = excluded.expires_at, released = 0",
-                )?
-                .execute(params![task_id, config_id, owner, token, encode_time(&expires_at)])?;
-                tx.commit()?;
-                Ok(Some(PushLease {
-                    task_id,
-                    config_id,
-                    owner,
-                    token,
-                    expires_at,
-                }))
-            })
-            .await
+        let key = vec![task_id.to_string(), config_id.to_string()];
+        let holding = self.take_lease(&PUSH_LEASES, key, ttl).await?;
+        Ok(holding.map(|holding| PushLease::of(task_id, config_id, holding)))
     }
 
     /// Extends a held push lease by `ttl` from now. `None` when it was lost (released, or
@@ -156,97 +72,25 @@ impl Store {
         lease: &PushLease,
         ttl: Duration,
     ) -> Result<Option<PushLease>, StoreError> {
-        let lease = lease.clone();
-        if let Some(pg) = self.pg() {
-            return pg
-                .run(async |client| {
-                    let statement = client
-                        .prepare_cached(
-                            "UPDATE push_leases
-                             SET expires_at = now() + $5::float8 * interval '1 millisecond'
-                             WHERE task_id = $1 AND config_id = $2 AND owner = $3 AND token = $4
-                                AND NOT released
-                             RETURNING owner, token, expires_at",
-                        )
-                        .await?;
-                    let row = client
-                        .query_opt(
-                            &statement,
-                            &[
-                                &lease.task_id,
-                                &lease.config_id,
-                                &lease.owner,
-                                &lease.token,
-                                &millis(ttl),
-                            ],
-                        )
-                        .await?;
-                    row.map(|row| pg_lease(&lease.task_id, &lease.config_id, &row))
-                        .transpose()
-                })
-                .await;
-        }
-        self.pool()?
-            .run(move |conn| {
-                let expires_at = Utc::now() + chrono_ttl(ttl);
-                let changed = conn
-                    .prepare_cached(
-                        "UPDATE push_leases SET expires_at = ?5 WHERE task_id = ?1
-                         AND config_id = ?2 AND owner = ?3 AND token = ?4 AND released = 0",
-                    )?
-                    .execute(params![
-                        lease.task_id,
-                        lease.config_id,
-                        lease.owner,
-                        lease.token,
-                        encode_time(&expires_at)
-                    ])?;
-                Ok((changed == 1).then_some(PushLease {
-                    expires_at,
-                    ..lease
-                }))
-            })
-            .await
+        let renewed = self
+            .renew_lease_row(
+                &PUSH_LEASES,
+                lease.key(),
+                lease.owner.clone(),
+                lease.token,
+                ttl,
+            )
+            .await?;
+        Ok(renewed.map(|expires_at| PushLease {
+            expires_at,
+            ..lease.clone()
+        }))
     }
 
     /// Gives a held push lease back (the row and its token stay, so tokens keep growing).
     /// False if it was no longer held.
     pub async fn release_push_lease(&self, lease: &PushLease) -> Result<bool, StoreError> {
-        let lease = lease.clone();
-        if let Some(pg) = self.pg() {
-            return pg
-                .run(async |client| {
-                    let statement = client
-                        .prepare_cached(
-                            "UPDATE push_leases SET released = TRUE WHERE task_id = $1
-                             AND config_id = $2 AND owner = $3 AND token = $4 AND NOT released",
-                        )
-                        .await?;
-                    let changed = client
-                        .execute(
-                            &statement,
-                            &[&lease.task_id, &lease.config_id, &lease.owner, &lease.token],
-                        )
-                        .await?;
-                    Ok(changed == 1)
-                })
-                .await;
-        }
-        self.pool()?
-            .run(move |conn| {
-                let changed = conn
-                    .prepare_cached(
-                        "UPDATE push_leases SET released = 1 WHERE task_id = ?1
-                         AND config_id = ?2 AND owner = ?3 AND token = ?4 AND released = 0",
-                    )?
-                    .execute(params![
-                        lease.task_id,
-                        lease.config_id,
-                        lease.owner,
-                        lease.token
-                    ])?;
-                Ok(changed == 1)
-            })
+        self.release_lease_row(&PUSH_LEASES, lease.key(), lease.owner.clone(), lease.token)
             .await
     }
 
@@ -256,41 +100,9 @@ impl Store {
         task_id: &str,
         config_id: &str,
     ) -> Result<Option<PushLease>, StoreError> {
-        let (task_id, config_id) = (task_id.to_string(), config_id.to_string());
-        if let Some(pg) = self.pg() {
-            return pg
-                .run(async |client| {
-                    let statement = client
-                        .prepare_cached(
-                            "SELECT owner, token, expires_at FROM push_leases
-                             WHERE task_id = $1 AND config_id = $2 AND NOT released
-                                AND expires_at > now()",
-                        )
-                        .await?;
-                    let row = client
-                        .query_opt(&statement, &[&task_id, &config_id])
-                        .await?;
-                    row.map(|row| pg_lease(&task_id, &config_id, &row))
-                        .transpose()
-                })
-                .await;
-        }
-        self.pool()?
-            .run(move |conn| {
-                let now = Utc::now();
-                Ok(select(conn, &task_id, &config_id)?.and_then(
-                    |(owner, token, expires_at, released)| {
-                        (!released && expires_at > now).then_some(PushLease {
-                            task_id,
-                            config_id,
-                            owner,
-                            token,
-                            expires_at,
-                        })
-                    },
-                ))
-            })
-            .await
+        let key = vec![task_id.to_string(), config_id.to_string()];
+        let holding = self.live_lease(&PUSH_LEASES, key).await?;
+        Ok(holding.map(|holding| PushLease::of(task_id, config_id, holding)))
     }
 
     /// [`advance_push_cursor`](Self::advance_push_cursor) by the holder of `lease`: the

@@ -50,13 +50,25 @@ async fn a_free_push_config_is_leased_renewed_and_released(store: Store) {
         store.push_lease_of("t", "c").await.unwrap(),
         Some(lease.clone())
     );
-    // Re-entrant for its holder: the same token.
+    // Its holder may take it again, with a new token: the earlier holding is fenced out.
     let again = store
         .acquire_push_lease("t", "c", ttl)
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(again.token, 1);
+    assert_eq!(again.token, 2);
+    assert!(
+        store.renew_push_lease(&lease, ttl).await.unwrap().is_none(),
+        "the earlier holding cannot renew"
+    );
+    assert!(
+        !store.release_push_lease(&lease).await.unwrap(),
+        "nor release the new one"
+    );
+    assert_eq!(
+        store.push_lease_of("t", "c").await.unwrap(),
+        Some(again.clone())
+    );
     // Another config of the same task is a lease of its own.
     let other = store
         .acquire_push_lease("t", "d", ttl)
