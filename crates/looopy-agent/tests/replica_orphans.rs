@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use looopy_agent::AgentConfig;
 use looopy_llm::scripted::{Response, ScriptedProvider};
-use looopy_protocol::{EventPayload, TaskState};
-use looopy_store::{Store, StoreOptions};
+use looopy_protocol::{Event, EventPayload, TaskState};
+use looopy_store::{Store, StoreOptions, TaskRecord};
 use looopy_testkit::services::TestSchema;
 
 use common::{agent_with, assert_well_formed, events, scripted};
@@ -51,58 +51,78 @@ fn slow() -> ScriptedProvider {
 async fn orphan_on_dead_replica(schema: &TestSchema) -> String {
     let url = schema.url();
     let name = schema.name().to_string();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let task = runtime.block_on(async move {
-            let store = connect(&url, &name, "replica-a").await;
-            let agent = agent_with(store.clone(), slow(), config(false));
-            let handle = agent.start_turn(CONTEXT, "count", None).await.unwrap();
-            loop {
-                store.event_log().flush().await.unwrap();
-                let deltas = events(&store, CONTEXT)
-                    .await
-                    .iter()
-                    .filter(|e| matches!(e.payload, EventPayload::ContentDelta(_)))
-                    .count();
-                if deltas >= 3 {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(10)).await;
+    common::run_then_crash(move || async move {
+        let store = connect(&url, &name, "replica-a").await;
+        let agent = agent_with(store.clone(), slow(), config(false));
+        let handle = agent.start_turn(CONTEXT, "count", None).await.unwrap();
+        loop {
+            store.event_log().flush().await.unwrap();
+            let deltas = events(&store, CONTEXT)
+                .await
+                .iter()
+                .filter(|e| matches!(e.payload, EventPayload::ContentDelta(_)))
+                .count();
+            if deltas >= 3 {
+                break;
             }
-            handle.task_id.clone()
-        });
-        runtime.shutdown_timeout(Duration::from_secs(5));
-        task
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        handle.task_id.clone()
     })
-    .join()
-    .unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_message_before_the_sweep_fails_the_dead_replicas_turn_first() {
-    let Some(schema) = TestSchema::create("orphan_fail").await else {
-        return;
-    };
+/// What a test of a message after an orphan looks at, read once the new turn completed.
+struct AfterOrphan {
+    orphan: String,
+    new_task: String,
+    /// The orphan's record.
+    record: TaskRecord,
+    /// The context's log.
+    log: Vec<Event>,
+}
+
+/// Replica A leaves an orphan ([`orphan_on_dead_replica`]) and its lease expires (no sweep
+/// runs in these tests); then a message to the same context reaches replica B, whose turn
+/// completes. `None` (skip) without PostgreSQL.
+async fn message_after_orphan(name: &str, resume: bool) -> Option<AfterOrphan> {
+    let schema = TestSchema::create(name).await?;
     let orphan = orphan_on_dead_replica(&schema).await;
-    tokio::time::sleep(TTL * 2).await; // A's lease expires; no sweep runs in this test
+    tokio::time::sleep(TTL * 2).await;
     let store = replica(&schema, "replica-b").await;
-    let agent = agent_with(store.clone(), slow(), config(false));
+    let agent = agent_with(store.clone(), slow(), config(resume));
     let handle = agent.start_turn(CONTEXT, "again", None).await.unwrap();
     let new_task = handle.task_id.clone();
     assert_eq!(handle.wait().await.unwrap(), TaskState::Completed);
     let record = store.get_task(&orphan).await.unwrap().unwrap();
-    assert_eq!(record.state, TaskState::Failed);
-    assert_eq!(record.error.unwrap().code.as_str(), "interrupted");
     let log = events(&store, CONTEXT).await;
-    let end_of_orphan = log
+    Some(AfterOrphan {
+        orphan,
+        new_task,
+        record,
+        log,
+    })
+}
+
+/// Where in `log` the first `kind` event of `task` stands.
+fn position_of(log: &[Event], task: &str, kind: &str) -> Option<usize> {
+    log.iter()
+        .position(|e| e.task_id == task && e.kind() == kind)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_before_the_sweep_fails_the_dead_replicas_turn_first() {
+    let Some(run) = message_after_orphan("orphan_fail", false).await else {
+        return;
+    };
+    assert_eq!(run.record.state, TaskState::Failed);
+    assert_eq!(run.record.error.unwrap().code.as_str(), "interrupted");
+    let end_of_orphan =
+        position_of(&run.log, &run.orphan, "task-complete").expect("the orphan's end is logged");
+    let start_of_new = run
+        .log
         .iter()
-        .position(|e| e.task_id == orphan && e.kind() == "task-complete")
-        .expect("the orphan's end is logged");
-    let start_of_new = log.iter().position(|e| e.task_id == new_task).unwrap();
+        .position(|e| e.task_id == run.new_task)
+        .unwrap();
     assert!(
         end_of_orphan < start_of_new,
         "failed before the new turn began"
@@ -111,31 +131,19 @@ async fn a_message_before_the_sweep_fails_the_dead_replicas_turn_first() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_resume_the_dead_replicas_turn_finishes_and_the_message_waits_behind_it() {
-    let Some(schema) = TestSchema::create("orphan_resume").await else {
+    let Some(run) = message_after_orphan("orphan_resume", true).await else {
         return;
     };
-    let orphan = orphan_on_dead_replica(&schema).await;
-    tokio::time::sleep(TTL * 2).await;
-    let store = replica(&schema, "replica-b").await;
-    let agent = agent_with(store.clone(), slow(), config(true));
-    let handle = agent.start_turn(CONTEXT, "again", None).await.unwrap();
-    let new_task = handle.task_id.clone();
-    assert_eq!(handle.wait().await.unwrap(), TaskState::Completed);
-    let record = store.get_task(&orphan).await.unwrap().unwrap();
-    assert_eq!(record.state, TaskState::Completed);
-    assert_eq!(record.result.as_deref(), Some("tick ".repeat(40).as_str()));
-    let log = events(&store, CONTEXT).await;
-    let end_of_orphan = log
-        .iter()
-        .position(|e| e.task_id == orphan && e.kind() == "task-complete")
-        .unwrap();
-    let first_work_of_new = log
-        .iter()
-        .position(|e| e.task_id == new_task && e.kind() == "task-status")
-        .unwrap();
+    assert_eq!(run.record.state, TaskState::Completed);
+    assert_eq!(
+        run.record.result.as_deref(),
+        Some("tick ".repeat(40).as_str())
+    );
+    let end_of_orphan = position_of(&run.log, &run.orphan, "task-complete").unwrap();
+    let first_work_of_new = position_of(&run.log, &run.new_task, "task-status").unwrap();
     assert!(
         end_of_orphan < first_work_of_new,
         "queued behind the resumed turn"
     );
-    assert_well_formed(&log);
+    assert_well_formed(&run.log);
 }

@@ -9,7 +9,7 @@ mod common;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use looopy_agent::AgentConfig;
+use looopy_agent::{AgentConfig, Recovered};
 use looopy_llm::scripted::{Response, ScriptedProvider};
 use looopy_protocol::{Event, EventPayload, TaskState};
 use looopy_store::Store;
@@ -26,39 +26,28 @@ fn crash_during(
     provider: ScriptedProvider,
     crash_when: impl Fn(&[Event]) -> bool + Send + 'static,
 ) -> String {
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
+    common::run_then_crash(move || async move {
+        let store = Store::open(&path).unwrap();
+        let agent = agent_with(store.clone(), provider, AgentConfig::default());
+        let handle = agent
+            .start_turn(CONTEXT, "What is 6*7?", None)
+            .await
             .unwrap();
-        let task_id = runtime.block_on(async move {
-            let store = Store::open(&path).unwrap();
-            let agent = agent_with(store.clone(), provider, AgentConfig::default());
-            let handle = agent
-                .start_turn(CONTEXT, "What is 6*7?", None)
-                .await
-                .unwrap();
-            let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-            loop {
-                store.event_log().flush().await.unwrap();
-                if crash_when(&events(&store, CONTEXT).await) {
-                    break;
-                }
-                assert!(
-                    tokio::time::Instant::now() < deadline,
-                    "never reached the crash point"
-                );
-                tokio::time::sleep(Duration::from_millis(10)).await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            store.event_log().flush().await.unwrap();
+            if crash_when(&events(&store, CONTEXT).await) {
+                break;
             }
-            // The run itself is dropped with the runtime: nothing of its ending runs.
-            handle.task_id.clone()
-        });
-        runtime.shutdown_timeout(Duration::from_secs(5));
-        task_id
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "never reached the crash point"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // The run itself is dropped with the runtime: nothing of its ending runs.
+        handle.task_id.clone()
     })
-    .join()
-    .unwrap()
 }
 
 /// Opens the database again once the dead "process" has let go of its writer lock.
@@ -77,6 +66,12 @@ fn resume_config() -> AgentConfig {
         resume_interrupted: true,
         ..AgentConfig::default()
     }
+}
+
+/// Waits for the first turn `recover_queue` resumed to end: its final state.
+async fn resumed_turn_ends(recovered: Recovered) -> TaskState {
+    let turn = recovered.resumed.into_iter().next().unwrap();
+    turn.wait().await.unwrap()
 }
 
 fn content_deltas(events: &[Event]) -> usize {
@@ -122,15 +117,7 @@ async fn a_turn_killed_mid_answer_continues_from_its_last_checkpoint() {
     let recovered = agent.recover_queue("server restarted").await.unwrap();
     assert!(recovered.failed.is_empty(), "{:?}", recovered.failed);
     assert_eq!(recovered.resumed.len(), 1);
-    let state = recovered
-        .resumed
-        .into_iter()
-        .next()
-        .unwrap()
-        .wait()
-        .await
-        .unwrap();
-    assert_eq!(state, TaskState::Completed);
+    assert_eq!(resumed_turn_ends(recovered).await, TaskState::Completed);
 
     let record = store.get_task(&task_id).await.unwrap().unwrap();
     assert_eq!(record.state, TaskState::Completed);
@@ -174,15 +161,7 @@ async fn a_tool_left_running_is_closed_and_its_iteration_runs_again() {
     let store = reopen(&db).await;
     let agent = agent_with(store.clone(), provider(), resume_config());
     let recovered = agent.recover_queue("server restarted").await.unwrap();
-    let state = recovered
-        .resumed
-        .into_iter()
-        .next()
-        .unwrap()
-        .wait()
-        .await
-        .unwrap();
-    assert_eq!(state, TaskState::Completed);
+    assert_eq!(resumed_turn_ends(recovered).await, TaskState::Completed);
     let after = events(&store, CONTEXT).await;
     assert_well_formed(&after);
     let completes: Vec<_> = after

@@ -6,9 +6,9 @@
 //! skips without them unless `LOOOPY_REQUIRE_E2E=1`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod cluster;
 mod support;
 
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -77,10 +77,7 @@ impl Cluster {
         let dir = tempfile::tempdir().unwrap();
         // A long answer: 200 deltas, one every 30 ms.
         let script = dir.path().join("slow.yaml");
-        let turn = "- responses:\n    - steps:\n        - text: \"".to_string()
-            + &"tick ".repeat(200)
-            + "\"\n          chunk_size: 5\n          delay_ms: 30\n";
-        std::fs::write(&script, turn.repeat(4)).unwrap();
+        std::fs::write(&script, support::slow_turn(200, 30).repeat(4)).unwrap();
         let mut cluster = Cluster {
             replicas: Vec::new(),
             ids: Vec::new(),
@@ -99,27 +96,16 @@ impl Cluster {
     /// Starts one more replica.
     fn add(&mut self) -> &Server {
         let id = format!("{}-r{}", self.prefix, self.ids.len() + 1);
-        let home = self.dir.path().join(&id);
-        std::fs::create_dir_all(&home).unwrap();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_looopy"));
-        command
-            .args(["serve", "--addr", "127.0.0.1:0", "--provider", "scripted"])
-            .args(["--db", &self.schema.url_with_schema()])
-            .args(["--nats", &self.nats])
-            .args(["--replica-id", &id])
-            .args(["--lease-ttl", LEASE, "--push-allow-private"])
-            .arg("--script")
-            .arg(&self.script)
-            .env("LOOOPY_NATS_PREFIX", &self.prefix)
-            .env("HOME", &home)
-            .env("RUST_LOG", "info")
-            .env_remove("LOOOPY_DB")
-            .env_remove("LOOOPY_TOKENS")
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("ANTHROPIC_API_KEY")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+        let mut command = cluster::replica_command(
+            &self.dir.path().join(&id),
+            &self.schema.url_with_schema(),
+            &self.nats,
+            &self.prefix,
+            &id,
+            LEASE,
+            &self.script,
+        );
+        command.arg("--push-allow-private").env("RUST_LOG", "info");
         self.replicas.push(support::start(command));
         self.ids.push(id);
         self.replicas.last().unwrap()
@@ -137,16 +123,11 @@ impl Cluster {
 }
 
 async fn rpc(base: &str, method: &str, params: Value) -> Value {
-    reqwest::Client::new()
+    let request = reqwest::Client::new()
         .post(format!("{base}/a2a"))
         .header("A2A-Version", "1.0")
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}));
+    support::json_of(request).await
 }
 
 /// Starts a slow task on `base`, with a webhook config when `url` is given: (task, context).
@@ -301,10 +282,8 @@ async fn a_killed_delivering_replicas_config_is_taken_over_by_another() {
         .iter()
         .position(|id| *id == holder.owner)
         .unwrap_or_else(|| panic!("held by a replica of this test: {}", holder.owner));
-    let mut dead = cluster.replicas.remove(index);
     cluster.ids.remove(index);
-    dead.child.kill().unwrap(); // SIGKILL: the lease is not given back
-    dead.child.wait().unwrap();
+    cluster.replicas.remove(index).kill(); // SIGKILL: the lease is not given back
     let killed_at = Instant::now();
     let before = hits.lock().unwrap().len();
 

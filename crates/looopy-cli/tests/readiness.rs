@@ -10,7 +10,6 @@ mod cluster;
 mod support;
 
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -20,8 +19,8 @@ use serde_json::Value;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::AbortHandle;
 
-use cluster::{cluster_with, done, post_message, read_until};
-use support::{PATIENCE, context_events};
+use cluster::{cluster_with, post_message, replay};
+use support::PATIENCE;
 
 async fn get(url: &str) -> (u16, String) {
     let response = reqwest::Client::new()
@@ -53,7 +52,7 @@ async fn every_replica_is_ready_and_labels_its_metrics_with_its_id() {
             post_message(&replica.base, &context, "hi").await.status(),
             202
         );
-        read_until(context_events(&replica.base, &context, 0).await, done).await;
+        replay(&replica.base, &context).await;
 
         let (status, body) = readyz(&replica.base).await;
         assert_eq!(status, 200, "{body}");
@@ -188,20 +187,10 @@ async fn a_replica_that_loses_its_database_is_not_ready_until_it_is_back() {
     url.set_ip_host(proxy.addr.ip()).unwrap();
     url.set_port(Some(proxy.addr.port())).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_looopy"));
+    let mut command = support::serve_in(dir.path(), "127.0.0.1:0", url.as_str());
     command
-        .args(["serve", "--addr", "127.0.0.1:0", "--provider", "scripted"])
-        .args(["--db", url.as_str()])
         .args(["--replica-id", &services::unique_name("readyz")])
-        .env("HOME", dir.path())
-        .env_remove("LOOOPY_DB")
-        .env_remove("LOOOPY_NATS")
-        .env_remove("LOOOPY_TOKENS")
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("ANTHROPIC_API_KEY")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+        .env_remove("LOOOPY_NATS");
     let server = support::start(command);
 
     let body = wait_readyz(&server.base, "ready at start", |s, _| s == 200).await;

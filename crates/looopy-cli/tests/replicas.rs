@@ -14,28 +14,42 @@ mod support;
 use std::process::Command;
 use std::time::Duration;
 
-use serde_json::Value;
+use looopy_stream::sse::SseEvent;
 
 use cluster::*;
-use support::context_events;
+use support::{Server, context_events, task_record};
+
+/// Starts a turn on replica 1 and reads it from replica 2 until ten deltas are out, then
+/// kills replica 1 (SIGKILL: no shutdown code runs) mid-turn: the task and what was read.
+async fn kill_first_mid_turn(cluster: &mut Cluster, context: &str) -> (String, Vec<SseEvent>) {
+    let task = start_turn(&cluster.replicas[0].base, context).await;
+    let before = until_deltas(&cluster.replicas[1].base, context, 10).await;
+    cluster.replicas.remove(0).kill();
+    (task, before)
+}
+
+/// Sends `signal` (`-STOP`, `-CONT`) to `server`'s process.
+fn signal(server: &Server, signal: &str) {
+    assert!(
+        Command::new("kill")
+            .args([signal, &server.pid().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_streams_from_another_replica_and_resumes_on_a_third_without_gap() {
     let Some(cluster) = cluster("stream").await else {
         return;
     };
-    let [r1, r2, r3] = &cluster.replicas[..] else {
-        unreachable!()
-    };
+    let [r1, r2, r3] = cluster.three();
     start_turn(&r1.base, "ctx-stream").await;
     // Live from replica 2 while replica 1 runs the turn.
-    let first = read_until(context_events(&r2.base, "ctx-stream", 0).await, |seen| {
-        deltas(seen) >= 15
-    })
-    .await;
-    let last_id = ids(&first).last().copied().unwrap();
+    let first = until_deltas(&r2.base, "ctx-stream", 15).await;
     // Reconnect to replica 3 mid-turn with Last-Event-ID.
-    let rest = read_until(context_events(&r3.base, "ctx-stream", last_id).await, done).await;
+    let rest = rest_after(&r3.base, "ctx-stream", &first).await;
     assert!(
         deltas(&first) < 200,
         "the reconnect happened mid-turn ({} deltas before it)",
@@ -60,20 +74,11 @@ async fn a_replica_killed_mid_turn_has_its_task_failed_by_another_within_the_lea
     let Some(mut cluster) = cluster("killed").await else {
         return;
     };
-    let task = start_turn(&cluster.replicas[0].base, "ctx-killed").await;
-    let before = read_until(
-        context_events(&cluster.replicas[1].base, "ctx-killed", 0).await,
-        |seen| deltas(seen) >= 10,
-    )
-    .await;
-    let mut dead = cluster.replicas.remove(0);
-    dead.child.kill().unwrap(); // SIGKILL: no shutdown code runs
-    dead.child.wait().unwrap();
+    let (task, before) = kill_first_mid_turn(&mut cluster, "ctx-killed").await;
     let killed_at = std::time::Instant::now();
     let (r2, r3) = (&cluster.replicas[0], &cluster.replicas[1]);
     // Replica 2's stream goes on: the failure is logged by whichever replica noticed.
-    let last_id = ids(&before).last().copied().unwrap();
-    let after = read_until(context_events(&r2.base, "ctx-killed", last_id).await, done).await;
+    let after = rest_after(&r2.base, "ctx-killed", &before).await;
     let noticed = killed_at.elapsed();
     assert!(
         noticed < Duration::from_secs(2 * 2 + 5),
@@ -87,12 +92,7 @@ async fn a_replica_killed_mid_turn_has_its_task_failed_by_another_within_the_lea
     let mut seen = before;
     seen.extend(after);
     assert_eq!(ids(&seen), ids(&log));
-    let record: Value = reqwest::get(format!("{}/v1/tasks/{task}", r3.base))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let record = task_record(&r3.base, &task).await;
     assert_eq!(record["state"], "failed");
 }
 
@@ -114,18 +114,10 @@ async fn with_resume_interrupted_a_killed_replicas_turn_continues_on_another() {
     else {
         return;
     };
-    let task = start_turn(&cluster.replicas[0].base, "ctx-resume").await;
-    let before = read_until(
-        context_events(&cluster.replicas[1].base, "ctx-resume", 0).await,
-        |seen| deltas(seen) >= 10,
-    )
-    .await;
-    let mut dead = cluster.replicas.remove(0);
-    dead.child.kill().unwrap(); // SIGKILL mid-answer, after the calculator's checkpoint
-    dead.child.wait().unwrap();
+    // Replica 1 is killed mid-answer, after the calculator's checkpoint.
+    let (task, before) = kill_first_mid_turn(&mut cluster, "ctx-resume").await;
     let (r2, r3) = (&cluster.replicas[0], &cluster.replicas[1]);
-    let last_id = ids(&before).last().copied().unwrap();
-    let after = read_until(context_events(&r2.base, "ctx-resume", last_id).await, done).await;
+    let after = rest_after(&r2.base, "ctx-resume", &before).await;
     let status = status_of(&after[after.len() - 2]);
     assert_eq!(status["status"], "completed", "{status}");
     // The client was told, in a status message, where the turn went on.
@@ -147,47 +139,22 @@ async fn with_resume_interrupted_a_killed_replicas_turn_continues_on_another() {
     seen.extend(after);
     assert_eq!(ids(&seen), ids(&log));
     assert_eq!(log.iter().filter(|e| e.event == "tool-start").count(), 1);
-    let record: Value = reqwest::get(format!("{}/v1/tasks/{task}", r3.base))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let record = task_record(&r3.base, &task).await;
     assert_eq!(record["state"], "completed", "{record}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_paused_past_its_lease_cannot_write_when_it_wakes() {
-    let Some(cluster) = cluster("paused").await else {
+    let Some((cluster, task)) = cluster_running("paused", "ctx-paused", 2).await else {
         return;
     };
-    let [r1, r2, r3] = &cluster.replicas[..] else {
-        unreachable!()
-    };
-    let task = start_turn(&r1.base, "ctx-paused").await;
-    read_until(context_events(&r2.base, "ctx-paused", 0).await, |seen| {
-        deltas(seen) >= 5
-    })
-    .await;
-    let pid = r1.pid().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-STOP", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    let [r1, r2, r3] = cluster.three();
+    signal(r1, "-STOP");
     // Another replica notices the expired lease and fails the task.
     let log = replay(&r2.base, "ctx-paused").await;
     let status = status_of(&log[log.len() - 2]);
     assert_eq!(status["status"], "failed", "{status}");
-    assert!(
-        Command::new("kill")
-            .args(["-CONT", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    signal(r1, "-CONT");
     // Replica 1 wakes mid-stream with a stale lease: it must not add anything to the log.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let after = replay(&r3.base, "ctx-paused").await;
@@ -196,12 +163,7 @@ async fn a_replica_paused_past_its_lease_cannot_write_when_it_wakes() {
         ids(&log),
         "nothing was written after the takeover by the paused replica"
     );
-    let record: Value = reqwest::get(format!("{}/v1/tasks/{task}", r3.base))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let record = task_record(&r3.base, &task).await;
     assert_eq!(record["state"], "failed");
 }
 
@@ -211,9 +173,7 @@ async fn input_asked_on_one_replica_is_answered_through_another() {
     let Some(cluster) = cluster_with("input", Some(ask)).await else {
         return;
     };
-    let [r1, r2, r3] = &cluster.replicas[..] else {
-        unreachable!()
-    };
+    let [r1, r2, r3] = cluster.three();
     let task = start_turn(&r1.base, "ctx-input").await;
     let asked = read_until(context_events(&r2.base, "ctx-input", 0).await, |seen| {
         seen.iter().any(|e| e.event == "input-required")
@@ -229,8 +189,7 @@ async fn input_asked_on_one_replica_is_answered_through_another() {
         .await
         .unwrap();
     assert_eq!(response.status(), 202, "{}", response.text().await.unwrap());
-    let last_id = ids(&asked).last().copied().unwrap();
-    let rest = read_until(context_events(&r1.base, "ctx-input", last_id).await, done).await;
+    let rest = rest_after(&r1.base, "ctx-input", &asked).await;
     let status = status_of(&rest[rest.len() - 2]);
     assert_eq!(status["status"], "completed", "{status}");
     assert!(rest.iter().any(|e| e.event == "input-received"));

@@ -18,17 +18,10 @@ use support::context_events;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancel_through_another_replica_stops_the_turn_where_it_runs() {
-    let Some(cluster) = cluster("cancel").await else {
+    let Some((cluster, task)) = cluster_running("cancel", "ctx-cancel", 3).await else {
         return;
     };
-    let [r1, r2, r3] = &cluster.replicas[..] else {
-        unreachable!()
-    };
-    let task = start_turn(&r1.base, "ctx-cancel").await;
-    read_until(context_events(&r3.base, "ctx-cancel", 0).await, |seen| {
-        deltas(seen) >= 5
-    })
-    .await;
+    let [_, r2, r3] = cluster.three();
     let response = reqwest::Client::new()
         .post(format!("{}/v1/tasks/{task}/cancel", r2.base))
         .send()
@@ -46,9 +39,7 @@ async fn two_messages_to_one_context_through_two_replicas_run_one_at_a_time() {
     let Some(cluster) = cluster("race").await else {
         return;
     };
-    let [r1, r2, r3] = &cluster.replicas[..] else {
-        unreachable!()
-    };
+    let [r1, r2, r3] = cluster.three();
     let (a, b) = tokio::join!(
         post_message(&r1.base, "ctx-race", "first"),
         post_message(&r2.base, "ctx-race", "second")
@@ -84,17 +75,10 @@ async fn two_messages_to_one_context_through_two_replicas_run_one_at_a_time() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_to_another_replica_queues_behind_the_running_turn() {
-    let Some(cluster) = cluster("forward").await else {
+    let Some((cluster, first)) = cluster_running("forward", "ctx-forward", 3).await else {
         return;
     };
-    let [r1, r2, r3] = &cluster.replicas[..] else {
-        unreachable!()
-    };
-    let first = start_turn(&r1.base, "ctx-forward").await;
-    read_until(context_events(&r3.base, "ctx-forward", 0).await, |seen| {
-        deltas(seen) >= 5
-    })
-    .await;
+    let [_, r2, r3] = cluster.three();
     // Sent to replica 2 while replica 1 runs the context: accepted at once, not refused.
     let second = start_turn(&r2.base, "ctx-forward").await;
     let log = read_until(context_events(&r3.base, "ctx-forward", 0).await, |seen| {
@@ -122,18 +106,21 @@ async fn a_message_to_another_replica_queues_behind_the_running_turn() {
     }
 }
 
+/// The record of `task` as the holder of `token` reads it from `base` (an error body when
+/// it is not theirs).
+async fn task_as(base: &str, task: &str, token: &str) -> Value {
+    let request = reqwest::Client::new().get(format!("{base}/v1/tasks/{task}"));
+    support::json_of(request.bearer_auth(token)).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_principals_message_is_refused_before_it_is_forwarded() {
-    let script = "- responses:\n    - steps:\n        - text: \"".to_string()
-        + &"tick ".repeat(60)
-        + "\"\n          chunk_size: 5\n          delay_ms: 50\n";
+    let script = support::slow_turn(60, 50);
     let tokens = ["--token", "alice-secret", "--token", "bob-secret"];
     let Some(cluster) = cluster_of("principals", Some(&script), &tokens).await else {
         return;
     };
-    let [r1, r2, r3] = &cluster.replicas[..] else {
-        unreachable!()
-    };
+    let [r1, r2, r3] = cluster.three();
     let post = |base: &str, token: &str| {
         reqwest::Client::new()
             .post(format!("{base}/v1/contexts/ctx-owned/messages"))
@@ -155,15 +142,7 @@ async fn another_principals_message_is_refused_before_it_is_forwarded() {
         let task = task.as_str().unwrap();
         let mut state = Value::Null;
         for _ in 0..300 {
-            let record: Value = reqwest::Client::new()
-                .get(format!("{}/v1/tasks/{task}", r3.base))
-                .bearer_auth("alice-secret")
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let record = task_as(&r3.base, task, "alice-secret").await;
             state = record["state"].clone();
             if state == "completed" {
                 break;
@@ -173,18 +152,6 @@ async fn another_principals_message_is_refused_before_it_is_forwarded() {
         assert_eq!(state, "completed", "{task}");
     }
     // Bob cannot see Alice's tasks through any replica either.
-    let hidden: Value = reqwest::Client::new()
-        .get(format!(
-            "{}/v1/tasks/{}",
-            r3.base,
-            second["taskId"].as_str().unwrap()
-        ))
-        .bearer_auth("bob-secret")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let hidden = task_as(&r3.base, second["taskId"].as_str().unwrap(), "bob-secret").await;
     assert_eq!(hidden["error"]["code"], "not_found", "{hidden}");
 }

@@ -5,10 +5,11 @@
 
 mod support;
 
-use futures::StreamExt;
 use looopy_stream::sse::SseEvent;
 use serde_json::Value;
-use support::{PATIENCE, context_events as events};
+use support::{
+    context_events as events, deltas, done, ids, post_message, read_until, slow_turn, task_record,
+};
 
 /// Starts `looopy serve` on a free port with `--allow-internal` and the given script.
 fn start(db: &std::path::Path, script: &std::path::Path) -> support::Server {
@@ -18,74 +19,51 @@ fn start(db: &std::path::Path, script: &std::path::Path) -> support::Server {
     )
 }
 
+/// Posts "count slowly" to `context` on `base`: the task's id.
+async fn count_slowly(base: &str, context: &str) -> String {
+    let r: Value = post_message(base, context, "count slowly")
+        .await
+        .json()
+        .await
+        .unwrap();
+    r["taskId"].as_str().unwrap().to_string()
+}
+
+/// The context's events from the first, read from `base` until `stop` says so; the stream
+/// must not end before.
+async fn read_from_start(
+    base: &str,
+    context: &str,
+    mut stop: impl FnMut(&[SseEvent]) -> bool,
+) -> Vec<SseEvent> {
+    let seen = read_until(events(base, context, 0).await, &mut stop).await;
+    assert!(stop(&seen), "the stream ended early: {seen:?}");
+    seen
+}
+
 #[tokio::test]
 async fn a_killed_server_serves_every_logged_event_after_restart_and_fails_the_task() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("looopy.db");
     let script = dir.path().join("slow.yaml");
     // A long, slow answer: about ten seconds of deltas.
-    std::fs::write(
-        &script,
-        "- responses:\n    - steps:\n        - text: \"".to_string()
-            + &"tick ".repeat(200)
-            + "\"\n          chunk_size: 5\n          delay_ms: 50\n",
-    )
-    .unwrap();
+    std::fs::write(&script, slow_turn(200, 50)).unwrap();
 
-    let mut first = start(&db, &script);
-    let r: Value = reqwest::Client::new()
-        .post(format!("{}/v1/contexts/ctx-crash/messages", first.base))
-        .json(&serde_json::json!({"message": "count slowly"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let task = r["taskId"].as_str().unwrap().to_string();
+    let first = start(&db, &script);
+    let task = count_slowly(&first.base, "ctx-crash").await;
 
     // Read part of the turn live, then kill the server mid-turn.
-    let mut before = Vec::new();
-    {
-        let mut stream = std::pin::pin!(events(&first.base, "ctx-crash", 0).await);
-        while before
-            .iter()
-            .filter(|e: &&SseEvent| e.event == "content-delta")
-            .count()
-            < 10
-        {
-            let e = tokio::time::timeout(PATIENCE, stream.next())
-                .await
-                .unwrap()
-                .unwrap();
-            before.push(e);
-        }
-    }
-    first.child.kill().unwrap(); // SIGKILL: no shutdown code runs
-    first.child.wait().unwrap();
+    let before = read_from_start(&first.base, "ctx-crash", |seen| deltas(seen) >= 10).await;
+    first.kill(); // SIGKILL: no shutdown code runs
 
     // Restart on the same database; replay everything from the start.
     let second = start(&db, &script);
-    let mut after = Vec::new();
-    {
-        let mut stream = std::pin::pin!(events(&second.base, "ctx-crash", 0).await);
-        loop {
-            let e = tokio::time::timeout(PATIENCE, stream.next())
-                .await
-                .unwrap()
-                .unwrap();
-            let done = e.event == "task-complete";
-            after.push(e);
-            if done {
-                break;
-            }
-        }
-    }
+    let after = read_from_start(&second.base, "ctx-crash", done).await;
     // Every event seen before the crash is replayed unchanged, and the ids have no gap.
     assert_eq!(&after[..before.len()], &before[..]);
-    let ids: Vec<u64> = after.iter().map(|e| e.id.parse().unwrap()).collect();
+    let ids = ids(&after);
     assert_eq!(ids, (1..=ids.len() as u64).collect::<Vec<_>>());
-    let deltas = after.iter().filter(|e| e.event == "content-delta").count();
+    let deltas = deltas(&after);
     assert!(
         deltas < 200,
         "the turn was interrupted ({deltas} of 200 deltas)"
@@ -98,12 +76,7 @@ async fn a_killed_server_serves_every_logged_event_after_restart_and_fails_the_t
     );
     assert_eq!(status["error"]["code"], "interrupted");
     assert_eq!(status["error"]["message"], "server restarted");
-    let record: Value = reqwest::get(format!("{}/v1/tasks/{task}", second.base))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let record = task_record(&second.base, &task).await;
     assert_eq!(record["state"], "failed");
     assert_eq!(record["error"]["message"], "server restarted");
 
@@ -120,62 +93,22 @@ async fn with_resume_interrupted_a_restarted_server_finishes_the_killed_turn() {
     let db = dir.path().join("looopy.db");
     let script = dir.path().join("slow.yaml");
     let answer = "tick ".repeat(60);
-    std::fs::write(
-        &script,
-        format!(
-            "- responses:\n    - steps:\n        - text: \"{answer}\"\n          chunk_size: 5\n          delay_ms: 50\n"
-        ),
-    )
-    .unwrap();
+    std::fs::write(&script, slow_turn(60, 50)).unwrap();
     let resume = |db: &std::path::Path| {
         support::start_default(
             db,
             &["--resume-interrupted", "--script", script.to_str().unwrap()],
         )
     };
-    let mut first = resume(&db);
-    let r: Value = reqwest::Client::new()
-        .post(format!("{}/v1/contexts/ctx-resume/messages", first.base))
-        .json(&serde_json::json!({"message": "count slowly"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let task = r["taskId"].as_str().unwrap().to_string();
-    let mut before = 0;
-    {
-        let mut stream = std::pin::pin!(events(&first.base, "ctx-resume", 0).await);
-        while before < 10 {
-            let e = tokio::time::timeout(PATIENCE, stream.next())
-                .await
-                .unwrap()
-                .unwrap();
-            before += usize::from(e.event == "content-delta");
-        }
-    }
-    first.child.kill().unwrap(); // SIGKILL mid-answer
-    first.child.wait().unwrap();
+    let first = resume(&db);
+    let task = count_slowly(&first.base, "ctx-resume").await;
+    read_from_start(&first.base, "ctx-resume", |seen| deltas(seen) >= 10).await;
+    first.kill(); // SIGKILL mid-answer
 
     let second = resume(&db);
-    let mut log = Vec::new();
-    {
-        let mut stream = std::pin::pin!(events(&second.base, "ctx-resume", 0).await);
-        loop {
-            let e = tokio::time::timeout(PATIENCE, stream.next())
-                .await
-                .unwrap()
-                .unwrap();
-            let done = e.event == "task-complete";
-            log.push(e);
-            if done {
-                break;
-            }
-        }
-    }
+    let log = read_from_start(&second.base, "ctx-resume", done).await;
     // In order, no duplicate (internal events are not served without --allow-internal).
-    let ids: Vec<u64> = log.iter().map(|e| e.id.parse().unwrap()).collect();
+    let ids = ids(&log);
     assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
     let data: Vec<Value> = log
         .iter()
@@ -187,12 +120,7 @@ async fn with_resume_interrupted_a_restarted_server_finishes_the_killed_turn() {
         .expect("the restarted server says it resumed the turn");
     assert_eq!(resumed["metadata"]["fromIteration"], 0);
     assert_eq!(data[data.len() - 2]["status"], "completed");
-    let record: Value = reqwest::get(format!("{}/v1/tasks/{task}", second.base))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let record = task_record(&second.base, &task).await;
     assert_eq!(record["state"], "completed", "{record}");
     assert_eq!(record["result"], answer.as_str());
 }

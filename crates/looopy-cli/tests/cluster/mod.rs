@@ -3,33 +3,66 @@
 //! unless `LOOOPY_REQUIRE_E2E=1`.
 #![allow(dead_code)]
 
-use std::pin::pin;
-use std::process::{Command, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
-use futures::StreamExt;
 use looopy_stream::sse::SseEvent;
 use looopy_testkit::services::{self, TestSchema};
 use serde_json::Value;
 
-use crate::support::{self, PATIENCE, Server, context_events};
+use crate::support::{self, Server, context_events};
+// The stream readers every replica test uses, here beside the cluster.
+pub use crate::support::{deltas, done, ids, post_message, read_until};
 
 /// Lease time of the test replicas: short, so a dead replica is noticed quickly.
 pub const LEASE: &str = "2s";
 
 /// A long, slow answer: about ten seconds of deltas.
-pub fn slow_script(dir: &std::path::Path) -> std::path::PathBuf {
+pub fn slow_script(dir: &Path) -> PathBuf {
     let script = dir.join("slow.yaml");
-    let turn = "- responses:\n    - steps:\n        - text: \"".to_string()
-        + &"tick ".repeat(200)
-        + "\"\n          chunk_size: 5\n          delay_ms: 50\n";
-    std::fs::write(&script, turn.repeat(4)).unwrap();
+    std::fs::write(&script, support::slow_turn(200, 50).repeat(4)).unwrap();
     script
+}
+
+/// Replica `id` of a cluster: `looopy serve` on the database `db` (a schema's URL) and the
+/// NATS server `nats` under the subject prefix `prefix`, with the lease time `lease` and
+/// the scripted model's `script`, `HOME` in `home` (created). Add arguments with `.arg(..)`
+/// before passing it to [`support::start`].
+pub fn replica_command(
+    home: &Path,
+    db: &str,
+    nats: &str,
+    prefix: &str,
+    id: &str,
+    lease: &str,
+    script: &Path,
+) -> Command {
+    std::fs::create_dir_all(home).unwrap();
+    let mut command = support::serve_in(home, "127.0.0.1:0", db);
+    command
+        .args(["--nats", nats])
+        .args(["--replica-id", id])
+        .args(["--lease-ttl", lease])
+        .arg("--script")
+        .arg(script)
+        .env("LOOOPY_NATS_PREFIX", prefix);
+    command
 }
 
 pub struct Cluster {
     pub replicas: Vec<Server>,
     _schema: TestSchema,
     _dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    /// The three replicas (before any is removed).
+    pub fn three(&self) -> [&Server; 3] {
+        let [r1, r2, r3] = &self.replicas[..] else {
+            panic!("{} replicas, not three", self.replicas.len())
+        };
+        [r1, r2, r3]
+    }
 }
 
 /// Three replicas on one fresh schema; `None` (skip) without PostgreSQL or NATS.
@@ -58,27 +91,16 @@ pub async fn cluster_of(name: &str, script: Option<&str>, extra: &[&str]) -> Opt
     let prefix = services::unique_name(name);
     let mut replicas = Vec::new();
     for i in 1..=3 {
-        let home = dir.path().join(format!("replica-{i}"));
-        std::fs::create_dir_all(&home).unwrap();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_looopy"));
-        command
-            .args(["serve", "--addr", "127.0.0.1:0", "--provider", "scripted"])
-            .args(["--db", &schema.url_with_schema()])
-            .args(["--nats", &nats])
-            .args(["--replica-id", &format!("{prefix}-r{i}")])
-            .args(["--lease-ttl", LEASE])
-            .arg("--script")
-            .arg(&script)
-            .args(extra)
-            .env("LOOOPY_NATS_PREFIX", &prefix)
-            .env("HOME", &home)
-            .env_remove("LOOOPY_DB")
-            .env_remove("LOOOPY_TOKENS")
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("ANTHROPIC_API_KEY")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+        let mut command = replica_command(
+            &dir.path().join(format!("replica-{i}")),
+            &schema.url_with_schema(),
+            &nats,
+            &prefix,
+            &format!("{prefix}-r{i}"),
+            LEASE,
+            &script,
+        );
+        command.args(extra);
         replicas.push(support::start(command));
     }
     Some(Cluster {
@@ -88,15 +110,6 @@ pub async fn cluster_of(name: &str, script: Option<&str>, extra: &[&str]) -> Opt
     })
 }
 
-pub async fn post_message(base: &str, context: &str, text: &str) -> reqwest::Response {
-    reqwest::Client::new()
-        .post(format!("{base}/v1/contexts/{context}/messages"))
-        .json(&serde_json::json!({ "message": text }))
-        .send()
-        .await
-        .unwrap()
-}
-
 pub async fn start_turn(base: &str, context: &str) -> String {
     let response = post_message(base, context, "count slowly").await;
     assert_eq!(response.status(), 202);
@@ -104,37 +117,32 @@ pub async fn start_turn(base: &str, context: &str) -> String {
     body["taskId"].as_str().unwrap().to_string()
 }
 
-/// Reads `stream` until `stop` says so (or the patience runs out).
-pub async fn read_until(
-    stream: impl futures::Stream<Item = SseEvent>,
-    mut stop: impl FnMut(&[SseEvent]) -> bool,
-) -> Vec<SseEvent> {
-    let mut stream = pin!(stream);
-    let mut seen = Vec::new();
-    while !stop(&seen) {
-        match tokio::time::timeout(PATIENCE, stream.next()).await {
-            Ok(Some(event)) => seen.push(event),
-            Ok(None) => break,
-            Err(_) => panic!(
-                "stream stalled after {} events: {:?}",
-                seen.len(),
-                seen.last()
-            ),
-        }
-    }
-    seen
+/// [`cluster`] with a turn running on replica 1 in `context`: started there and followed
+/// from replica `watcher` (1, 2 or 3) until five deltas are out. The cluster and the task.
+pub async fn cluster_running(
+    name: &str,
+    context: &str,
+    watcher: usize,
+) -> Option<(Cluster, String)> {
+    let cluster = cluster(name).await?;
+    let task = start_turn(&cluster.replicas[0].base, context).await;
+    until_deltas(&cluster.replicas[watcher - 1].base, context, 5).await;
+    Some((cluster, task))
 }
 
-pub fn deltas(events: &[SseEvent]) -> usize {
-    events.iter().filter(|e| e.event == "content-delta").count()
+/// The context's events from the first, read from `base` until `n` deltas are out.
+pub async fn until_deltas(base: &str, context: &str, n: usize) -> Vec<SseEvent> {
+    read_until(context_events(base, context, 0).await, |seen| {
+        deltas(seen) >= n
+    })
+    .await
 }
 
-pub fn ids(events: &[SseEvent]) -> Vec<u64> {
-    events.iter().map(|e| e.id.parse().unwrap()).collect()
-}
-
-pub fn done(events: &[SseEvent]) -> bool {
-    events.last().is_some_and(|e| e.event == "task-complete")
+/// The rest of the turn, read from `base` reconnecting with `Last-Event-ID` after the last
+/// of `seen`, until the task completes.
+pub async fn rest_after(base: &str, context: &str, seen: &[SseEvent]) -> Vec<SseEvent> {
+    let last_id = ids(seen).last().copied().unwrap();
+    read_until(context_events(base, context, last_id).await, done).await
 }
 
 /// The whole log of `context`, replayed from `base` until the task completes.

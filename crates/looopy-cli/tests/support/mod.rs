@@ -1,16 +1,19 @@
 //! Shared helpers for tests that run the real `looopy` binary: start `looopy serve` on a
-//! loopback port and wait until it serves, read what it logged, follow a context's SSE
-//! stream, measure the server's resident memory.
+//! loopback port and wait until it serves, read what it logged, post messages and follow a
+//! context's SSE stream, measure the server's resident memory.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
+use std::pin::pin;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
 use futures::StreamExt;
 use looopy_stream::sse::{SseDecoder, SseEvent};
+use serde_json::Value;
 
 /// How long a test waits for anything a healthy server does at once.
 pub const PATIENCE: Duration = Duration::from_secs(30);
@@ -47,6 +50,12 @@ impl Server {
         self.stderr.lock().unwrap().join("\n")
     }
 
+    /// Kills the server with SIGKILL (no shutdown code runs) and reaps it.
+    pub fn kill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
     /// Sends SIGTERM and waits for a graceful exit; returns the exit status.
     pub fn terminate(mut self) -> std::process::ExitStatus {
         let status = Command::new("kill")
@@ -58,16 +67,18 @@ impl Server {
     }
 }
 
-/// The `looopy serve` command line every test starts from: loopback, the scripted model,
-/// `HOME` inside the test's directory, no tokens from the environment. Add arguments with
-/// `.arg(..)` before passing it to [`start`].
-pub fn serve_command(db: &Path, addr: &str) -> Command {
+/// The `looopy serve` command line every test starts from: on `addr` (loopback), the
+/// scripted model, the database `db` (a file or a PostgreSQL URL), `HOME` in `home`, no
+/// database or tokens from the environment. Add arguments with `.arg(..)` before passing it
+/// to [`start`].
+pub fn serve_in(home: &Path, addr: &str, db: impl AsRef<OsStr>) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_looopy"));
     command
         .args(["serve", "--addr", addr, "--provider", "scripted"])
         .arg("--db")
         .arg(db)
-        .env("HOME", db.parent().unwrap())
+        .env("HOME", home)
+        .env_remove("LOOOPY_DB")
         .env_remove("LOOOPY_TOKENS")
         .env_remove("OPENAI_API_KEY")
         .env_remove("ANTHROPIC_API_KEY")
@@ -75,6 +86,12 @@ pub fn serve_command(db: &Path, addr: &str) -> Command {
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     command
+}
+
+/// [`serve_in`] on the database file `db`, with `HOME` inside the test's directory (the
+/// database's).
+pub fn serve_command(db: &Path, addr: &str) -> Command {
+    serve_in(db.parent().unwrap(), addr, db)
 }
 
 /// Spawns `command` (a `looopy serve`) and waits for its "serving on ADDR" line.
@@ -157,6 +174,67 @@ pub async fn context_events(
         .bytes_stream()
         .map(move |chunk| decoder.push(&chunk.unwrap_or_default()))
         .flat_map(futures::stream::iter)
+}
+
+/// One turn of the scripted model (YAML): a long answer of `ticks` times "tick ", five
+/// characters a delta, one delta every `delay_ms` milliseconds.
+pub fn slow_turn(ticks: usize, delay_ms: u64) -> String {
+    "- responses:\n    - steps:\n        - text: \"".to_string()
+        + &"tick ".repeat(ticks)
+        + &format!("\"\n          chunk_size: 5\n          delay_ms: {delay_ms}\n")
+}
+
+/// Posts the message `text` to `context` on `base`.
+pub async fn post_message(base: &str, context: &str, text: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(format!("{base}/v1/contexts/{context}/messages"))
+        .json(&serde_json::json!({ "message": text }))
+        .send()
+        .await
+        .unwrap()
+}
+
+/// Sends `request` and reads its answer's JSON body.
+pub async fn json_of(request: reqwest::RequestBuilder) -> Value {
+    request.send().await.unwrap().json().await.unwrap()
+}
+
+/// The record of `task`, read from `base` (`GET /v1/tasks/TASK`, no token).
+pub async fn task_record(base: &str, task: &str) -> Value {
+    json_of(reqwest::Client::new().get(format!("{base}/v1/tasks/{task}"))).await
+}
+
+/// Reads `stream` until `stop` says so (or the patience runs out).
+pub async fn read_until(
+    stream: impl futures::Stream<Item = SseEvent>,
+    mut stop: impl FnMut(&[SseEvent]) -> bool,
+) -> Vec<SseEvent> {
+    let mut stream = pin!(stream);
+    let mut seen = Vec::new();
+    while !stop(&seen) {
+        match tokio::time::timeout(PATIENCE, stream.next()).await {
+            Ok(Some(event)) => seen.push(event),
+            Ok(None) => break,
+            Err(_) => panic!(
+                "stream stalled after {} events: {:?}",
+                seen.len(),
+                seen.last()
+            ),
+        }
+    }
+    seen
+}
+
+pub fn deltas(events: &[SseEvent]) -> usize {
+    events.iter().filter(|e| e.event == "content-delta").count()
+}
+
+pub fn ids(events: &[SseEvent]) -> Vec<u64> {
+    events.iter().map(|e| e.id.parse().unwrap()).collect()
+}
+
+pub fn done(events: &[SseEvent]) -> bool {
+    events.last().is_some_and(|e| e.event == "task-complete")
 }
 
 /// `looopy ARGS` in `dir` with the offline model and a database there, no stdin: its
