@@ -131,6 +131,10 @@ fn describe() {
         metrics::Unit::Seconds,
         "Time to commit one batch of events to the event log."
     );
+    describe_counter!(
+        "looopy_replica_events_delivered_total",
+        "Events another replica committed, delivered to this replica's streams, by what told it (bus, sweep)."
+    );
     describe_histogram!(
         metric::LLM_TIME_TO_FIRST_TOKEN_SECONDS,
         metrics::Unit::Seconds,

@@ -89,6 +89,8 @@ impl EventLog {
         let events = self
             .read_after(context_id, from.saturating_sub(1), wanted)
             .await?;
-        Ok(interests.deliver(&live, context_id, events))
+        let delivered = interests.deliver(&live, context_id, events);
+        super::writer::count_remote(delivered, "bus");
+        Ok(delivered)
     }
 }

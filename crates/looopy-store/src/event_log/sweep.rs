@@ -92,6 +92,7 @@ impl EventLog {
             }
             delivered += count;
         }
+        super::writer::count_remote(delivered, "sweep");
         Ok(delivered)
     }
 }

@@ -29,6 +29,18 @@ type FlushReply = super::ledger::FlushReply;
 pub(crate) const COMMIT_SECONDS: &str = "looopy_event_log_commit_seconds";
 /// Counter, `kind`: events committed to the log.
 pub(crate) const EVENTS_TOTAL: &str = "looopy_events_total";
+/// Counter, `via` (`bus`, `sweep`): events another replica committed that this replica
+/// delivered to its own subscribers, by what told it of them. A steady `sweep` share means
+/// bus messages are being lost (each such loss costs its followers up to a second).
+pub(crate) const REPLICA_EVENTS_TOTAL: &str = "looopy_replica_events_delivered_total";
+
+/// Adds `n` events delivered from another replica's commits to
+/// `looopy_replica_events_delivered_total{via}`.
+pub(crate) fn count_remote(n: usize, via: &'static str) {
+    if n > 0 {
+        metrics::counter!(REPLICA_EVENTS_TOTAL, "via" => via).increment(n as u64);
+    }
+}
 
 /// Adds a batch's committed events to `looopy_events_total`, one counter update per kind
 /// (a batch is mostly one kind, deltas), not one per event.
