@@ -64,7 +64,9 @@
 //! `reconnecting`), `body[data-last-seq]`, `body[data-reconnects]`,
 //! `body[data-context-id]`, and per turn `section.turn[data-task-id][data-state]`, its
 //! text blocks `.part[data-index][data-complete]` (in `.activity`, one per model call
-//! that wrote text) of which the latest is `#answer-<taskId>`. The renderer is the global
+//! that wrote text) of which the latest is `#answer-<taskId>`. A turn continued after
+//! its process died shows `.resumed[data-from-iteration]` (and `data-replica`) in its
+//! `.activity`, after the dead run's unfinished block, which is `.part[data-superseded]`. The renderer is the global
 //! `LooopyMarkdown.render(text)` (a `DocumentFragment`). Artifact cards are
 //! `.artifact[data-artifact-id][data-kind=file|data|dataset][data-state=streaming|verifying|complete|incomplete]`
 //! with `data-bytes` and `data-chunks` (received so far), `data-size` (final), `data-rows`
