@@ -205,24 +205,10 @@ impl Agent {
                 tracing::warn!(%error, %replica, "could not forward a message");
                 busy()
             })?;
-        let reply = tokio::time::timeout(REPLY_PATIENCE, async {
-            loop {
-                match replies.recv().await {
-                    Ok(control) if control.topic == START_TURN_REPLY => {
-                        match serde_json::from_value::<StartTurnReply>(control.body) {
-                            Ok(reply) if reply.task_id == task_id => return Some(reply),
-                            _ => {}
-                        }
-                    }
-                    Ok(_) | Err(RecvError::Lagged(_)) => {}
-                    Err(RecvError::Closed) => return None,
-                }
-            }
-        })
-        .await
-        .ok()
-        .flatten()
-        .ok_or_else(busy)?;
+        let reply = self
+            .await_reply(&mut replies, &task_id, REPLY_PATIENCE)
+            .await
+            .ok_or_else(busy)?;
         if let Some(refusal) = reply.error {
             return Err(match (refusal.code.as_str(), refusal.limit) {
                 ("queue_full", Some(limit)) => AgentError::QueueFull {
@@ -238,6 +224,57 @@ impl Agent {
         }
         tracing::debug!(%task_id, %context_id, %replica, "message forwarded to the replica running the context");
         Ok(self.remote_handle(context_id, task_id, start_seq))
+    }
+
+    /// Waits for the owner's answer to forwarded turn `task_id`. The answer can be missed
+    /// while the owner accepted the turn — this replica's control queue overflowed
+    /// (lagged) or the reply was lost — and answering `Busy` then would invite a retry
+    /// that runs the message twice. The owner stores the task before it answers, so the
+    /// store settles it: asked on a lag, and once more when `patience` runs out.
+    async fn await_reply(
+        &self,
+        replies: &mut tokio::sync::broadcast::Receiver<Control>,
+        task_id: &str,
+        patience: Duration,
+    ) -> Option<StartTurnReply> {
+        let accepted = async || match self.shared.store.get_task(task_id).await {
+            Ok(Some(_)) => Some(StartTurnReply {
+                task_id: task_id.to_string(),
+                error: None,
+            }),
+            Ok(None) => None,
+            Err(error) => {
+                tracing::warn!(%task_id, %error, "could not check a forwarded turn in the store");
+                None
+            }
+        };
+        let heard = tokio::time::timeout(patience, async {
+            loop {
+                match replies.recv().await {
+                    Ok(control) if control.topic == START_TURN_REPLY => {
+                        match serde_json::from_value::<StartTurnReply>(control.body) {
+                            Ok(reply) if reply.task_id == task_id => return Some(reply),
+                            _ => {}
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(RecvError::Lagged(missed)) => {
+                        tracing::debug!(%task_id, missed, "control messages missed while waiting for a forwarded turn's answer; asking the store");
+                        if let Some(reply) = accepted().await {
+                            return Some(reply);
+                        }
+                    }
+                    Err(RecvError::Closed) => return None,
+                }
+            }
+        })
+        .await
+        .ok()
+        .flatten();
+        match heard {
+            Some(reply) => Some(reply),
+            None => accepted().await,
+        }
     }
 
     /// A handle of a turn run by another replica: it follows the task in the log until
@@ -269,5 +306,85 @@ impl Agent {
                 .map_or(TaskState::Submitted, |record| record.state))
         };
         self.handle((context_id.to_string(), task_id, start_seq, cancel), run)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use looopy_llm::scripted::{Response, ScriptedProvider};
+    use looopy_store::Store;
+    use tokio::sync::broadcast;
+
+    use super::*;
+
+    const HOUR: Duration = Duration::from_secs(3600);
+
+    fn control(topic: &str, body: serde_json::Value) -> Control {
+        Control {
+            from: "replica-b".into(),
+            topic: topic.into(),
+            body,
+        }
+    }
+
+    /// A receiver that has missed messages (its queue of 2 took 5).
+    fn lagged() -> (broadcast::Sender<Control>, broadcast::Receiver<Control>) {
+        let (tx, rx) = broadcast::channel(2);
+        for i in 0..5 {
+            let _ = tx.send(control("cancel", json!({ "taskId": format!("other-{i}") })));
+        }
+        (tx, rx)
+    }
+
+    #[tokio::test]
+    async fn a_missed_answer_is_read_from_the_store_not_taken_for_a_refusal() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().join("forward.db")).unwrap();
+        let agent = Agent::builder()
+            .provider(ScriptedProvider::from_responses(vec![
+                Response::new().text("hi"),
+            ]))
+            .store(store)
+            .build()
+            .unwrap();
+        // The owner's side of it: the turn is stored (here, by running it).
+        let turn = agent.start_turn("ctx", "hello", None).await.unwrap();
+        let task_id = turn.task_id.clone();
+        turn.wait().await.unwrap();
+
+        // Its answer was among the messages a lagging receiver missed: accepted all the
+        // same, at once — not after the (here, hour-long) patience.
+        let (_tx, mut replies) = lagged();
+        let reply = tokio::time::timeout(
+            Duration::from_secs(30),
+            agent.await_reply(&mut replies, &task_id, HOUR),
+        )
+        .await
+        .expect("answered from the store on the lag")
+        .unwrap();
+        assert_eq!(reply.task_id, task_id);
+        assert!(reply.error.is_none());
+
+        // A task the owner never stored, with the answer lost (the channel gone): no reply,
+        // so the caller answers Busy.
+        let (tx, mut replies) = lagged();
+        drop(tx);
+        let none = tokio::time::timeout(
+            Duration::from_secs(30),
+            agent.await_reply(&mut replies, "never-stored", HOUR),
+        )
+        .await
+        .expect("a closed channel ends the wait");
+        assert!(none.is_none());
+
+        // A refusal heard is the refusal, whatever the store says.
+        let (tx, mut replies) = broadcast::channel(4);
+        let refusal = json!({ "taskId": task_id, "error": { "code": "queue_full", "message": "full", "limit": 3 } });
+        tx.send(control(START_TURN_REPLY, refusal)).unwrap();
+        let reply = agent
+            .await_reply(&mut replies, &task_id, HOUR)
+            .await
+            .unwrap();
+        assert_eq!(reply.error.unwrap().limit, Some(3));
     }
 }
