@@ -3,13 +3,13 @@
 //! bus message (`via="sweep"`). Its own binary, because it installs the process's metrics
 //! recorder. Needs the machine's PostgreSQL: skips without it unless `LOOOPY_REQUIRE_E2E=1`.
 
+mod common;
+
 use std::time::Duration;
 
-use chrono::Utc;
+use common::{delta, replica};
 use futures::StreamExt;
-use looopy_protocol::event::ContentDelta;
-use looopy_protocol::{Event, EventPayload};
-use looopy_store::{Bus, BusOptions, Store, StoreOptions};
+use looopy_store::{Bus, BusOptions, Store};
 use looopy_testkit::services::TestSchema;
 use looopy_testkit::wait::{eventually, within};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
@@ -17,28 +17,6 @@ use tokio::sync::mpsc;
 
 /// How often replica B's sweep runs.
 const RECHECK: Duration = Duration::from_millis(200);
-
-fn delta(context_id: &str, seq: u64) -> Event {
-    Event {
-        seq,
-        context_id: context_id.to_string(),
-        task_id: "task-1".to_string(),
-        parent_task_id: None,
-        path: Vec::new(),
-        timestamp: Utc::now(),
-        payload: EventPayload::ContentDelta(ContentDelta {
-            delta: format!("piece {seq} "),
-            index: seq,
-        }),
-    }
-}
-
-async fn replica(schema: &TestSchema, name: &str) -> Store {
-    let mut options = StoreOptions::default();
-    options.pg_schema = Some(schema.name().to_string());
-    options.replica_id = name.to_string();
-    Store::connect_with(&schema.url(), options).await.unwrap()
-}
 
 /// The counter's value for `via` in the recorder's rendering (0 when absent).
 fn delivered(handle: &PrometheusHandle, via: &str) -> u64 {

@@ -3,37 +3,15 @@
 //! its lease. Needs the machine's PostgreSQL (and NATS for the NATS half): skips without
 //! them unless `LOOOPY_REQUIRE_E2E=1`.
 
+mod common;
+
 use std::time::Duration;
 
-use chrono::Utc;
+use common::{delta, replica};
 use futures::StreamExt;
-use looopy_protocol::event::ContentDelta;
-use looopy_protocol::{Event, EventPayload};
-use looopy_store::{Bus, BusOptions, Store, StoreError, StoreOptions};
+use looopy_store::{Bus, BusOptions, Store, StoreError};
 use looopy_testkit::services::{self, TestSchema};
 use looopy_testkit::wait::within;
-
-fn delta(context_id: &str, seq: u64) -> Event {
-    Event {
-        seq,
-        context_id: context_id.to_string(),
-        task_id: "task-1".to_string(),
-        parent_task_id: None,
-        path: Vec::new(),
-        timestamp: Utc::now(),
-        payload: EventPayload::ContentDelta(ContentDelta {
-            delta: format!("piece {seq} "),
-            index: seq,
-        }),
-    }
-}
-
-async fn replica(schema: &TestSchema, name: &str) -> Store {
-    let mut options = StoreOptions::default();
-    options.pg_schema = Some(schema.name().to_string());
-    options.replica_id = name.to_string();
-    Store::connect_with(&schema.url(), options).await.unwrap()
-}
 
 async fn bus(store: &Store, nats: Option<&str>, prefix: &str) -> Bus {
     match nats {

@@ -22,6 +22,14 @@ pub fn delta(context_id: &str, seq: u64) -> Event {
     }
 }
 
+/// A replica named `name` on the PostgreSQL test schema `schema`.
+pub async fn replica(schema: &looopy_testkit::services::TestSchema, name: &str) -> Store {
+    let mut options = StoreOptions::default();
+    options.pg_schema = Some(schema.name().to_string());
+    options.replica_id = name.to_string();
+    Store::connect_with(&schema.url(), options).await.unwrap()
+}
+
 /// A fresh store in a temp dir (the dir must outlive the store).
 pub fn open_temp() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
