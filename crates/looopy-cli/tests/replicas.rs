@@ -167,28 +167,40 @@ async fn a_replica_paused_past_its_lease_cannot_write_when_it_wakes() {
     assert_eq!(record["state"], "failed");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn input_asked_on_one_replica_is_answered_through_another() {
-    let ask = "- responses:\n    - steps:\n        - tool_call:\n            name: ask_user\n            arguments: {question: \"Name?\"}\n    - steps:\n        - \"Hello, Ada\"\n";
-    let Some(cluster) = cluster_with("input", Some(ask)).await else {
-        return;
-    };
-    let [r1, r2, r3] = cluster.three();
-    let task = start_turn(&r1.base, "ctx-input").await;
-    let asked = read_until(context_events(&r2.base, "ctx-input", 0).await, |seen| {
+/// The model asks the user's name, then greets them.
+const ASK: &str = "- responses:\n    - steps:\n        - tool_call:\n            name: ask_user\n            arguments: {question: \"Name?\"}\n    - steps:\n        - \"Hello, Ada\"\n";
+
+/// Follows `context` on `base` until its `input-required`: what was read, and the input id.
+async fn until_asked(base: &str, context: &str) -> (Vec<SseEvent>, String) {
+    let asked = read_until(context_events(base, context, 0).await, |seen| {
         seen.iter().any(|e| e.event == "input-required")
     })
     .await;
     let required = asked.iter().find(|e| e.event == "input-required").unwrap();
     let input_id = status_of(required)["inputId"].as_str().unwrap().to_string();
-    // The paused task holds no replica: the answer goes to replica 3.
+    (asked, input_id)
+}
+
+async fn answer(base: &str, task: &str, input_id: &str, value: &str) {
     let response = reqwest::Client::new()
-        .post(format!("{}/v1/tasks/{task}/input", r3.base))
-        .json(&serde_json::json!({"inputId": input_id, "value": "Ada"}))
+        .post(format!("{base}/v1/tasks/{task}/input"))
+        .json(&serde_json::json!({"inputId": input_id, "value": value}))
         .send()
         .await
         .unwrap();
     assert_eq!(response.status(), 202, "{}", response.text().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn input_asked_on_one_replica_is_answered_through_another() {
+    let Some(cluster) = cluster_with("input", Some(ASK)).await else {
+        return;
+    };
+    let [r1, r2, r3] = cluster.three();
+    let task = start_turn(&r1.base, "ctx-input").await;
+    let (asked, input_id) = until_asked(&r2.base, "ctx-input").await;
+    // The paused task holds no replica: the answer goes to replica 3.
+    answer(&r3.base, &task, &input_id, "Ada").await;
     let rest = rest_after(&r1.base, "ctx-input", &asked).await;
     let status = status_of(&rest[rest.len() - 2]);
     assert_eq!(status["status"], "completed", "{status}");
@@ -201,4 +213,28 @@ async fn input_asked_on_one_replica_is_answered_through_another() {
         ids(&log),
         "no gap, no duplicate across replicas"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_input_paused_task_outlives_the_replica_that_asked() {
+    let Some(mut cluster) = cluster_with("input_dead", Some(ASK)).await else {
+        return;
+    };
+    let task = start_turn(&cluster.replicas[0].base, "ctx-input-dead").await;
+    let (asked, input_id) = until_asked(&cluster.replicas[1].base, "ctx-input-dead").await;
+    // The replica that asked dies; past its lease and several sweeps, nobody fails the
+    // paused task: it waits for its answer like any paused task.
+    cluster.replicas.remove(0).kill();
+    tokio::time::sleep(Duration::from_secs(2 * 2 + 1)).await;
+    let (r2, r3) = (&cluster.replicas[0], &cluster.replicas[1]);
+    assert_eq!(task_record(&r3.base, &task).await["state"], "waiting-input");
+    answer(&r3.base, &task, &input_id, "Ada").await;
+    let rest = rest_after(&r2.base, "ctx-input-dead", &asked).await;
+    let status = status_of(&rest[rest.len() - 2]);
+    assert_eq!(status["status"], "completed", "{status}");
+    assert_eq!(task_record(&r2.base, &task).await["state"], "completed");
+    let log = replay(&r3.base, "ctx-input-dead").await;
+    let mut seen = asked;
+    seen.extend(rest);
+    assert_eq!(ids(&seen), ids(&log), "no gap, no duplicate");
 }
