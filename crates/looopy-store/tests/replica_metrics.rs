@@ -15,7 +15,7 @@ use looopy_testkit::wait::{eventually, within};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tokio::sync::mpsc;
 
-/// How often replica B's sweep runs.
+/// How often replica D's sweep runs.
 const RECHECK: Duration = Duration::from_millis(200);
 
 /// The counter's value for `via` in the recorder's rendering (0 when absent).
@@ -74,15 +74,23 @@ async fn deliveries_from_other_replicas_are_counted_by_what_told_them() {
     let handle = recorder.handle();
     metrics::set_global_recorder(recorder).unwrap();
 
-    // A rings LISTEN/NOTIFY after its commits; C has no bus at all (its rings are lost);
-    // B listens and sweeps often.
+    // A rings LISTEN/NOTIFY after its commits; C has no bus at all (its rings are lost).
+    // B listens and never sweeps within the test, so what it delivers came by the bus; D
+    // listens and sweeps often.
     let a = replica(&schema, "replica-a").await;
     let b = replica(&schema, "replica-b").await;
     let c = replica(&schema, "replica-c").await;
+    let d = replica(&schema, "replica-d").await;
     let _bus_a = Bus::postgres(&a).await.unwrap();
-    let mut options = BusOptions::default();
-    options.recheck_interval = RECHECK;
-    let _bus_b = Bus::postgres_with(&b, options).await.unwrap();
+    let listening = |recheck_interval| {
+        let mut options = BusOptions::default();
+        options.recheck_interval = recheck_interval;
+        options
+    };
+    let _bus_b = Bus::postgres_with(&b, listening(Duration::from_secs(3600)))
+        .await
+        .unwrap();
+    let _bus_d = Bus::postgres_with(&d, listening(RECHECK)).await.unwrap();
 
     // Rung: A's events reach B's live tail through the bus.
     a.event_log().append(delta("rung", 1)).await.unwrap();
@@ -96,10 +104,10 @@ async fn deliveries_from_other_replicas_are_counted_by_what_told_them() {
     assert_eq!(next_seqs(&mut rung, 3).await, [2, 3, 4]);
     counted(&handle, "bus", 3).await;
 
-    // Lost: C's events reach B's live tail only through the sweep.
+    // Lost: C's events reach D's live tail only through the sweep.
     c.event_log().append(delta("lost", 1)).await.unwrap();
     c.event_log().flush().await.unwrap();
-    let mut lost = follow(&b, "lost");
+    let mut lost = follow(&d, "lost");
     assert_eq!(next_seqs(&mut lost, 1).await, [1], "replayed from the log");
     // Two sweeps: the tail is parked on live delivery, and the sweep knows the head.
     tokio::time::sleep(RECHECK * 2).await;
