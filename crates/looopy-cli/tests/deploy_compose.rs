@@ -11,7 +11,7 @@
 mod support;
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use looopy_testkit::services::{self, TestSchema};
 use serde_yaml::Value as Yaml;
@@ -129,16 +129,7 @@ async fn the_compose_replicas_command_lines_run_a_working_cluster() {
         for (key, value) in environment {
             command.env(key.as_str().unwrap(), value.as_str().unwrap());
         }
-        command
-            .env("HOME", &home)
-            .env("LOOOPY_NATS_PREFIX", &prefix)
-            .env_remove("LOOOPY_DB")
-            .env_remove("LOOOPY_TOKENS")
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("ANTHROPIC_API_KEY")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+        support::isolate(&mut command, &home).env("LOOOPY_NATS_PREFIX", &prefix);
         servers.push((name, support::start(command)));
     }
 

@@ -76,7 +76,15 @@ pub fn serve_in(home: &Path, addr: &str, db: impl AsRef<OsStr>) -> Command {
     command
         .args(["serve", "--addr", addr, "--provider", "scripted"])
         .arg("--db")
-        .arg(db)
+        .arg(db);
+    isolate(&mut command, home);
+    command
+}
+
+/// Makes `command` (a `looopy` process) the test's own: `HOME` in `home`, no database,
+/// tokens or model keys from the environment, stderr piped for [`start`].
+pub fn isolate<'a>(command: &'a mut Command, home: &Path) -> &'a mut Command {
+    command
         .env("HOME", home)
         .env_remove("LOOOPY_DB")
         .env_remove("LOOOPY_TOKENS")
@@ -84,8 +92,7 @@ pub fn serve_in(home: &Path, addr: &str, db: impl AsRef<OsStr>) -> Command {
         .env_remove("ANTHROPIC_API_KEY")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    command
+        .stderr(Stdio::piped())
 }
 
 /// [`serve_in`] on the database file `db`, with `HOME` inside the test's directory (the
