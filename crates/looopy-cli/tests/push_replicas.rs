@@ -99,7 +99,7 @@ impl Cluster {
         let mut command = cluster::replica_command(
             &self.dir.path().join(&id),
             &self.schema.url_with_schema(),
-            &self.nats,
+            Some(&self.nats),
             &self.prefix,
             &id,
             LEASE,

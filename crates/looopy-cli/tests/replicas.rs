@@ -41,7 +41,18 @@ fn signal(server: &Server, signal: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_streams_from_another_replica_and_resumes_on_a_third_without_gap() {
-    let Some(cluster) = cluster("stream").await else {
+    streams_across_replicas(Via::Nats).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_listen_notify_a_turn_streams_from_another_replica_and_resumes_on_a_third() {
+    streams_across_replicas(Via::ListenNotify).await;
+}
+
+/// A turn started on replica 1, streamed live from replica 2 and resumed mid-turn on
+/// replica 3 with `Last-Event-ID`: exactly the log, whichever bus rings the replicas.
+async fn streams_across_replicas(via: Via) {
+    let Some(cluster) = cluster_via("stream", via, None, &[]).await else {
         return;
     };
     let [r1, r2, r3] = cluster.three();

@@ -2,7 +2,8 @@
 //! forwarded there and queued behind the running turn (never run beside it, never
 //! refused because of where it landed), another principal's message is refused before it
 //! is forwarded, and a cancel stops the turn where it runs. Three real `looopy serve`
-//! replicas on PostgreSQL and NATS; skips without them unless `LOOOPY_REQUIRE_E2E=1`.
+//! replicas on PostgreSQL, ringing each other over NATS and (the `over_listen_notify_`
+//! tests) over LISTEN/NOTIFY; skips without them unless `LOOOPY_REQUIRE_E2E=1`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod cluster;
@@ -18,7 +19,16 @@ use support::context_events;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancel_through_another_replica_stops_the_turn_where_it_runs() {
-    let Some((cluster, task)) = cluster_running("cancel", "ctx-cancel", 3).await else {
+    cancel_through_another_replica(Via::Nats).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_listen_notify_a_cancel_through_another_replica_stops_the_turn() {
+    cancel_through_another_replica(Via::ListenNotify).await;
+}
+
+async fn cancel_through_another_replica(via: Via) {
+    let Some((cluster, task)) = cluster_running_via("cancel", via, "ctx-cancel", 3).await else {
         return;
     };
     let [_, r2, r3] = cluster.three();
@@ -36,7 +46,16 @@ async fn a_cancel_through_another_replica_stops_the_turn_where_it_runs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_messages_to_one_context_through_two_replicas_run_one_at_a_time() {
-    let Some(cluster) = cluster("race").await else {
+    two_messages_at_once(Via::Nats).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_listen_notify_two_messages_through_two_replicas_run_one_at_a_time() {
+    two_messages_at_once(Via::ListenNotify).await;
+}
+
+async fn two_messages_at_once(via: Via) {
+    let Some(cluster) = cluster_via("race", via, None, &[]).await else {
         return;
     };
     let [r1, r2, r3] = cluster.three();
@@ -75,7 +94,16 @@ async fn two_messages_to_one_context_through_two_replicas_run_one_at_a_time() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_to_another_replica_queues_behind_the_running_turn() {
-    let Some((cluster, first)) = cluster_running("forward", "ctx-forward", 3).await else {
+    message_queues_where_the_context_runs(Via::Nats).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_listen_notify_a_message_to_another_replica_queues_behind_the_running_turn() {
+    message_queues_where_the_context_runs(Via::ListenNotify).await;
+}
+
+async fn message_queues_where_the_context_runs(via: Via) {
+    let Some((cluster, first)) = cluster_running_via("forward", via, "ctx-forward", 3).await else {
         return;
     };
     let [_, r2, r3] = cluster.three();

@@ -1,6 +1,7 @@
-//! Three `looopy serve` replicas on one fresh PostgreSQL schema and one NATS server, and
-//! what the replica tests read from them. Skips (returns `None`) without PostgreSQL or NATS
-//! unless `LOOOPY_REQUIRE_E2E=1`.
+//! Three `looopy serve` replicas on one fresh PostgreSQL schema, ringing each other over
+//! NATS (or over PostgreSQL's LISTEN/NOTIFY, [`Via::ListenNotify`]), and what the replica
+//! tests read from them. Skips (returns `None`) without PostgreSQL or NATS unless
+//! `LOOOPY_REQUIRE_E2E=1`.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -24,14 +25,23 @@ pub fn slow_script(dir: &Path) -> PathBuf {
     script
 }
 
-/// Replica `id` of a cluster: `looopy serve` on the database `db` (a schema's URL) and the
-/// NATS server `nats` under the subject prefix `prefix`, with the lease time `lease` and
-/// the scripted model's `script`, `HOME` in `home` (created). Add arguments with `.arg(..)`
-/// before passing it to [`support::start`].
+/// What the replicas of a cluster ring each other over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// `--nats`: NATS JetStream.
+    Nats,
+    /// No `--nats`: PostgreSQL's LISTEN/NOTIFY on the shared database.
+    ListenNotify,
+}
+
+/// Replica `id` of a cluster: `looopy serve` on the database `db` (a schema's URL) and,
+/// with `nats`, the NATS server under the subject prefix `prefix` (without, LISTEN/NOTIFY),
+/// with the lease time `lease` and the scripted model's `script`, `HOME` in `home`
+/// (created). Add arguments with `.arg(..)` before passing it to [`support::start`].
 pub fn replica_command(
     home: &Path,
     db: &str,
-    nats: &str,
+    nats: Option<&str>,
     prefix: &str,
     id: &str,
     lease: &str,
@@ -39,13 +49,17 @@ pub fn replica_command(
 ) -> Command {
     std::fs::create_dir_all(home).unwrap();
     let mut command = support::serve_in(home, "127.0.0.1:0", db);
+    match nats {
+        Some(nats) => command
+            .args(["--nats", nats])
+            .env("LOOOPY_NATS_PREFIX", prefix),
+        None => command.env_remove("LOOOPY_NATS"),
+    };
     command
-        .args(["--nats", nats])
         .args(["--replica-id", id])
         .args(["--lease-ttl", lease])
         .arg("--script")
-        .arg(script)
-        .env("LOOOPY_NATS_PREFIX", prefix);
+        .arg(script);
     command
 }
 
@@ -77,8 +91,21 @@ pub async fn cluster_with(name: &str, script: Option<&str>) -> Option<Cluster> {
 
 /// [`cluster_with`], each replica started with `extra` arguments too.
 pub async fn cluster_of(name: &str, script: Option<&str>, extra: &[&str]) -> Option<Cluster> {
+    cluster_via(name, Via::Nats, script, extra).await
+}
+
+/// [`cluster_of`], the replicas ringing each other `via` NATS or LISTEN/NOTIFY.
+pub async fn cluster_via(
+    name: &str,
+    via: Via,
+    script: Option<&str>,
+    extra: &[&str],
+) -> Option<Cluster> {
     let schema = TestSchema::create(name).await?;
-    let nats = services::nats().await?;
+    let nats = match via {
+        Via::Nats => Some(services::nats().await?),
+        Via::ListenNotify => None,
+    };
     let dir = tempfile::tempdir().unwrap();
     let script = match script {
         Some(text) => {
@@ -94,7 +121,7 @@ pub async fn cluster_of(name: &str, script: Option<&str>, extra: &[&str]) -> Opt
         let mut command = replica_command(
             &dir.path().join(format!("replica-{i}")),
             &schema.url_with_schema(),
-            &nats,
+            nats.as_deref(),
             &prefix,
             &format!("{prefix}-r{i}"),
             LEASE,
@@ -124,7 +151,17 @@ pub async fn cluster_running(
     context: &str,
     watcher: usize,
 ) -> Option<(Cluster, String)> {
-    let cluster = cluster(name).await?;
+    cluster_running_via(name, Via::Nats, context, watcher).await
+}
+
+/// [`cluster_running`], the replicas ringing each other `via` NATS or LISTEN/NOTIFY.
+pub async fn cluster_running_via(
+    name: &str,
+    via: Via,
+    context: &str,
+    watcher: usize,
+) -> Option<(Cluster, String)> {
+    let cluster = cluster_via(name, via, None, &[]).await?;
     let task = start_turn(&cluster.replicas[0].base, context).await;
     until_deltas(&cluster.replicas[watcher - 1].base, context, 5).await;
     Some((cluster, task))
