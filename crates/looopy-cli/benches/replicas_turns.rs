@@ -42,6 +42,7 @@ mod turns;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use looopy_testkit::machine;
 use looopy_testkit::services::{self, TestSchema};
 use servers::{Cpu, Metrics, Server};
 use turns::{Turn, percentile};
@@ -115,7 +116,7 @@ struct Row {
 
 fn main() {
     let options = Options::parse();
-    let limit = servers::open_files_limit();
+    let limit = machine::open_files_limit();
     if limit < options.concurrency as u64 + 256 {
         eprintln!(
             "open-file limit {limit} is too low for {} concurrent streams: run `ulimit -n {}` first",
@@ -133,8 +134,8 @@ fn main() {
 
 async fn run(options: &Options) {
     let began = Instant::now();
-    println!("machine: {}", servers::machine());
-    println!("load average at start: {}", servers::load_average());
+    println!("machine: {}", machine::machine());
+    println!("load average at start: {}", machine::load_average());
     println!(
         "{} turns per setup, at most {} at once, each on a new context, round-robin over the replicas",
         options.turns, options.concurrency
@@ -260,7 +261,7 @@ async fn measure(
         warmup,
     )
     .await;
-    let load = servers::load_average();
+    let load = machine::load_average();
     let counted = Metrics::scrape(client, servers).await;
     let before = Cpu::now(servers);
     let (turns, wall) = turns::run_turns(

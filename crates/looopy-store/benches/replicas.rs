@@ -27,6 +27,7 @@ use futures::StreamExt;
 use looopy_protocol::event::ContentDelta;
 use looopy_protocol::{Event, EventPayload};
 use looopy_store::{Bus, BusOptions, EventLog, EventLogStats, Store, StoreOptions};
+use looopy_testkit::machine::{load_average, machine};
 use looopy_testkit::services::{self, TestSchema};
 use tokio::sync::broadcast::error::RecvError;
 
@@ -102,33 +103,6 @@ fn event(context_id: &str, seq: u64) -> Event {
             index: seq,
         }),
     }
-}
-
-fn machine() -> String {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = cpuinfo
-        .lines()
-        .find_map(|l| l.strip_prefix("model name"))
-        .map(|rest| rest.trim_start_matches([' ', '\t', ':']).to_string())
-        .unwrap_or_else(|| "unknown CPU".to_string());
-    let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let memory = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            m.lines()
-                .find_map(|l| l.strip_prefix("MemTotal:"))
-                .and_then(|v| v.trim().trim_end_matches(" kB").parse::<u64>().ok())
-        })
-        .map_or_else(String::new, |kb| {
-            format!(", {:.1} GiB RAM", kb as f64 / 1024.0 / 1024.0)
-        });
-    format!("nproc {nproc}, {model}{memory}")
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "?".to_string())
 }
 
 async fn pg_version(url: &str) -> String {

@@ -1,6 +1,7 @@
 //! What Looopy's test suites share, in one dev-only crate instead of a copy per suite:
 //!
 //! * [`chunks`] — any chunking of an input, for the parsers' property tests (always on);
+//! * [`machine`] — what a benchmark prints about the machine it ran on (always on);
 //! * `wait` — bounded waits, so a bug fails a test instead of hanging it (feature `wait`);
 //! * `redact` — event normalisers for insta snapshots (feature `redact`);
 //! * `sse` — an SSE client that decodes a response with the WHATWG decoder (feature `sse`);
@@ -14,6 +15,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod chunks;
+pub mod machine;
 #[cfg(feature = "oauth")]
 pub mod oauth;
 #[cfg(feature = "redact")]

@@ -138,17 +138,9 @@ pub fn status_kib(path: &str, field: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {field} in {path}"))
 }
 
-/// The soft limit on open files, from /proc/self/limits.
-pub fn open_files_limit() -> u64 {
-    std::fs::read_to_string("/proc/self/limits")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.starts_with("Max open files"))
-                .and_then(|l| l.split_whitespace().nth(3).and_then(|v| v.parse().ok()))
-        })
-        .unwrap_or(0)
-}
+/// The soft limit on open files (shared with the other crates' benches).
+#[allow(unused_imports)] // not every bench that includes this module uses it
+pub use looopy_testkit::machine::open_files_limit;
 
 /// A plain HTTP/1.1 request; the response body is read raw.
 pub async fn http(
