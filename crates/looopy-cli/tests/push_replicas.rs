@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod cluster;
+mod push_checks;
 mod support;
 
 use std::sync::{Arc, Mutex};
@@ -16,9 +17,9 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::routing::post;
-use looopy_a2a::{MappingState, to_v1};
-use looopy_store::{PushConfigRecord, Store, StoreOptions};
+use looopy_store::{Store, StoreOptions};
 use looopy_testkit::services::{self, TestSchema};
+use push_checks::{deduped, expected, finished};
 use serde_json::{Value, json};
 use support::{PATIENCE, Server};
 
@@ -163,59 +164,6 @@ async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     })
     .await
     .unwrap_or_else(|_| panic!("timed out: {what}"));
-}
-
-/// The task's config once its deliveries are finished.
-async fn finished(store: &Store, task: &str) -> PushConfigRecord {
-    tokio::time::timeout(PATIENCE * 2, async {
-        loop {
-            let configs = store.list_push_configs(task).await.unwrap();
-            if let [config] = &configs[..] {
-                if config.done {
-                    return config.clone();
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await
-    .expect("the push config finished")
-}
-
-/// Every notification the task's log calls for after `from_seq`: (id, v1 body), in order.
-async fn expected(store: &Store, task: &str, context: &str, from_seq: u64) -> Vec<(String, Value)> {
-    let events = store
-        .event_log()
-        .read_after(context, from_seq, 1_000_000)
-        .await
-        .unwrap();
-    let mut mapping = MappingState::new(task.to_string());
-    let mut want = Vec::new();
-    for event in &events {
-        for (i, item) in to_v1(event, &mut mapping).into_iter().enumerate() {
-            want.push((
-                format!("{task}:{}:{i}", event.seq),
-                serde_json::to_value(&item).unwrap(),
-            ));
-        }
-    }
-    want
-}
-
-/// The hits without repeats (checking a repeat has the same body), in arrival order.
-fn deduped(hits: &[(String, Value)]) -> Vec<(String, Value)> {
-    let mut seen = std::collections::HashMap::new();
-    let mut unique = Vec::new();
-    for (id, body) in hits {
-        match seen.get(id) {
-            Some(first) => assert_eq!(first, body, "{id} redelivered with another body"),
-            None => {
-                seen.insert(id.clone(), body.clone());
-                unique.push((id.clone(), body.clone()));
-            }
-        }
-    }
-    unique
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

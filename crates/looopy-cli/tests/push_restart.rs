@@ -5,6 +5,7 @@
 //! the token and credentials never appear in the server's log.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod push_checks;
 mod support;
 
 use std::sync::{Arc, Mutex};
@@ -14,8 +15,8 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::routing::post;
-use looopy_a2a::{MappingState, to_v1};
 use looopy_store::Store;
+use push_checks::{deduped, expected};
 use serde_json::{Value, json};
 use support::PATIENCE;
 
@@ -134,29 +135,10 @@ async fn a_webhook_gets_every_notification_across_a_sigkill_and_restart() {
         .read_after(&context, 0, 1_000_000)
         .await
         .unwrap();
-    let mut mapping = MappingState::new(task.clone());
-    let mut want = Vec::new();
-    for event in &events {
-        for (i, item) in to_v1(event, &mut mapping).into_iter().enumerate() {
-            want.push((
-                format!("{task}:{}:{i}", event.seq),
-                serde_json::to_value(&item).unwrap(),
-            ));
-        }
-    }
+    let want = expected(&reader, &task, &context, 0).await;
     let hits = hits.lock().unwrap().clone();
     // At least once, always the same body for the same key.
-    let mut seen = std::collections::HashMap::new();
-    let mut deduped = Vec::new();
-    for (id, body) in &hits {
-        match seen.get(id) {
-            Some(first) => assert_eq!(first, body, "{id} redelivered with another body"),
-            None => {
-                seen.insert(id.clone(), body.clone());
-                deduped.push((id.clone(), body.clone()));
-            }
-        }
-    }
+    let deduped = deduped(&hits);
     assert_eq!(deduped, want, "every notification, in order, none missing");
     eprintln!(
         "push_restart: {} notifications, {} acknowledged before the SIGKILL, {} requests in all ({} redelivered)",
