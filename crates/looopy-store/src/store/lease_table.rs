@@ -11,6 +11,7 @@
 //! On PostgreSQL, time is the database server's (`now()`), so replicas with skewed clocks
 //! agree on who holds what; on a SQLite file (one process) the store's clock is used.
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -22,24 +23,38 @@ use super::Store;
 use crate::StoreError;
 use crate::db::{decode_time, encode_time};
 
-/// A lease table: its name and the columns of its key.
+/// A lease table: its name, the columns of its key, and its statements for each backend,
+/// built once on first use (not on every call: a turn takes and renews leases).
 #[derive(Debug)]
 pub(crate) struct LeaseTable {
     table: &'static str,
     keys: &'static [&'static str],
+    pg: OnceLock<Statements>,
+    sqlite: OnceLock<Statements>,
+}
+
+/// One backend's statements of a lease table. Parameters: the key's columns, then those
+/// named per statement.
+#[derive(Debug)]
+struct Statements {
+    /// The row with its `released` flag (SQLite, read in Rust).
+    select: String,
+    /// Owner, then ttl in milliseconds (PostgreSQL) — or owner, token, expiry (SQLite).
+    take: String,
+    /// Owner, token, then ttl in milliseconds (PostgreSQL) or the new expiry (SQLite).
+    renew: String,
+    /// Owner, token.
+    release: String,
+    /// The live row (PostgreSQL: the server's clock decides).
+    live: String,
 }
 
 /// Which replica runs a context's turn.
-pub(crate) const CONTEXT_LEASES: LeaseTable = LeaseTable {
-    table: "context_leases",
-    keys: &["context_id"],
-};
+pub(crate) static CONTEXT_LEASES: LeaseTable = LeaseTable::new("context_leases", &["context_id"]);
 
 /// Which replica delivers a push config's notifications.
-pub(crate) const PUSH_LEASES: LeaseTable = LeaseTable {
-    table: "push_leases",
-    keys: &["task_id", "config_id"],
-};
+pub(crate) static PUSH_LEASES: LeaseTable =
+    LeaseTable::new("push_leases", &["task_id", "config_id"]);
 
 /// A lease row as the store reads it back.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,6 +74,82 @@ fn millis(ttl: Duration) -> f64 {
 }
 
 impl LeaseTable {
+    const fn new(table: &'static str, keys: &'static [&'static str]) -> LeaseTable {
+        LeaseTable {
+            table,
+            keys,
+            pg: OnceLock::new(),
+            sqlite: OnceLock::new(),
+        }
+    }
+
+    fn pg(&self) -> &Statements {
+        self.pg.get_or_init(|| self.statements('$'))
+    }
+
+    fn sqlite(&self) -> &Statements {
+        self.sqlite.get_or_init(|| self.statements('?'))
+    }
+
+    /// The statements with `mark` placeholders: `$` for PostgreSQL, `?` for SQLite.
+    fn statements(&self, mark: char) -> Statements {
+        let t = self.table;
+        let key = self.key_match(mark);
+        let (columns, marks) = self.key_list(mark);
+        let [p1, p2, p3] = [0, 1, 2].map(|n| self.after_key(mark, n));
+        let pg = mark == '$';
+        let select = format!("SELECT owner, token, expires_at, released FROM {t} WHERE {key}");
+        let take = if pg {
+            format!(
+                "INSERT INTO {t} AS l ({columns}, owner, token, expires_at, released)
+                 VALUES ({marks}, {p1}, 1, now() + {p2}::float8 * interval '1 millisecond', FALSE)
+                 ON CONFLICT ({columns}) DO UPDATE SET
+                    owner = EXCLUDED.owner,
+                    token = l.token + 1,
+                    expires_at = EXCLUDED.expires_at,
+                    released = FALSE
+                 WHERE l.released OR l.expires_at <= now() OR l.owner = EXCLUDED.owner
+                 RETURNING owner, token, expires_at"
+            )
+        } else {
+            format!(
+                "INSERT INTO {t} ({columns}, owner, token, expires_at, released)
+                 VALUES ({marks}, {p1}, {p2}, {p3}, 0)
+                 ON CONFLICT ({columns}) DO UPDATE SET owner = excluded.owner,
+                    token = excluded.token, expires_at = excluded.expires_at, released = 0"
+            )
+        };
+        let (expiry, held, released, returning) = if pg {
+            (
+                format!("now() + {p3}::float8 * interval '1 millisecond'"),
+                "NOT released",
+                "TRUE",
+                " RETURNING owner, token, expires_at",
+            )
+        } else {
+            (p3.clone(), "released = 0", "1", "")
+        };
+        let renew = format!(
+            "UPDATE {t} SET expires_at = {expiry}
+             WHERE {key} AND owner = {p1} AND token = {p2} AND {held}{returning}"
+        );
+        let release = format!(
+            "UPDATE {t} SET released = {released}
+             WHERE {key} AND owner = {p1} AND token = {p2} AND {held}"
+        );
+        let live = format!(
+            "SELECT owner, token, expires_at FROM {t}
+             WHERE {key} AND NOT released AND expires_at > now()"
+        );
+        Statements {
+            select,
+            take,
+            renew,
+            release,
+            live,
+        }
+    }
+
     /// `k1 = $1 AND k2 = $2` (PostgreSQL) or `k1 = ?1 AND k2 = ?2` (SQLite).
     fn key_match(&self, mark: char) -> String {
         self.keys
@@ -121,13 +212,8 @@ fn select(
     table: &LeaseTable,
     key: &[String],
 ) -> Result<Option<(Holding, bool)>, StoreError> {
-    let sql = format!(
-        "SELECT owner, token, expires_at, released FROM {} WHERE {}",
-        table.table,
-        table.key_match('?')
-    );
     let row: Option<(String, i64, String, bool)> = conn
-        .prepare_cached(&sql)?
+        .prepare_cached(&table.sqlite().select)?
         .query_row(params_from_iter(sqlite_params(key, [])), |row| {
             Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
         })
@@ -160,25 +246,10 @@ impl Store {
     ) -> Result<Option<Holding>, StoreError> {
         let owner = self.replica_id().to_string();
         if let Some(pg) = self.pg() {
-            let (columns, marks) = table.key_list('$');
-            let (owner_mark, ttl_mark) = (table.after_key('$', 0), table.after_key('$', 1));
-            let sql = format!(
-                "INSERT INTO {t} AS l ({columns}, owner, token, expires_at, released)
-                 VALUES ({marks}, {owner_mark}, 1,
-                    now() + {ttl_mark}::float8 * interval '1 millisecond', FALSE)
-                 ON CONFLICT ({columns}) DO UPDATE SET
-                    owner = EXCLUDED.owner,
-                    token = l.token + 1,
-                    expires_at = EXCLUDED.expires_at,
-                    released = FALSE
-                 WHERE l.released OR l.expires_at <= now() OR l.owner = EXCLUDED.owner
-                 RETURNING owner, token, expires_at",
-                t = table.table
-            );
             let ttl = millis(ttl);
             return pg
                 .run(async |client| {
-                    let statement = client.prepare_cached(&sql).await?;
+                    let statement = client.prepare_cached(&table.pg().take).await?;
                     let params = pg_params(&key, &[&owner, &ttl]);
                     let row = client.query_opt(&statement, &params).await?;
                     row.as_ref().map(pg_holding).transpose()
@@ -200,17 +271,6 @@ impl Store {
                     None => 1,
                 };
                 let expires_at = now + chrono_ttl(ttl);
-                let (columns, marks) = table.key_list('?');
-                let sql = format!(
-                    "INSERT INTO {t} ({columns}, owner, token, expires_at, released)
-                     VALUES ({marks}, {o}, {k}, {e}, 0)
-                     ON CONFLICT ({columns}) DO UPDATE SET owner = excluded.owner,
-                        token = excluded.token, expires_at = excluded.expires_at, released = 0",
-                    t = table.table,
-                    o = table.after_key('?', 0),
-                    k = table.after_key('?', 1),
-                    e = table.after_key('?', 2),
-                );
                 let params = sqlite_params(
                     &key,
                     [
@@ -219,7 +279,8 @@ impl Store {
                         SqlValue::Text(encode_time(&expires_at)),
                     ],
                 );
-                tx.prepare_cached(&sql)?.execute(params_from_iter(params))?;
+                tx.prepare_cached(&table.sqlite().take)?
+                    .execute(params_from_iter(params))?;
                 tx.commit()?;
                 Ok(Some(Holding {
                     owner,
@@ -241,20 +302,10 @@ impl Store {
         ttl: Duration,
     ) -> Result<Option<DateTime<Utc>>, StoreError> {
         if let Some(pg) = self.pg() {
-            let sql = format!(
-                "UPDATE {t} SET expires_at = now() + {ttl}::float8 * interval '1 millisecond'
-                 WHERE {key} AND owner = {o} AND token = {k} AND NOT released
-                 RETURNING owner, token, expires_at",
-                t = table.table,
-                key = table.key_match('$'),
-                o = table.after_key('$', 0),
-                k = table.after_key('$', 1),
-                ttl = table.after_key('$', 2),
-            );
             let ttl = millis(ttl);
             return pg
                 .run(async |client| {
-                    let statement = client.prepare_cached(&sql).await?;
+                    let statement = client.prepare_cached(&table.pg().renew).await?;
                     let params = pg_params(&key, &[&owner, &token, &ttl]);
                     let row = client.query_opt(&statement, &params).await?;
                     Ok(row
@@ -268,15 +319,6 @@ impl Store {
         self.pool()?
             .run(move |conn| {
                 let expires_at = Utc::now() + chrono_ttl(ttl);
-                let sql = format!(
-                    "UPDATE {t} SET expires_at = {e}
-                     WHERE {key} AND owner = {o} AND token = {k} AND released = 0",
-                    t = table.table,
-                    key = table.key_match('?'),
-                    o = table.after_key('?', 0),
-                    k = table.after_key('?', 1),
-                    e = table.after_key('?', 2),
-                );
                 let params = sqlite_params(
                     &key,
                     [
@@ -286,7 +328,7 @@ impl Store {
                     ],
                 );
                 let changed = conn
-                    .prepare_cached(&sql)?
+                    .prepare_cached(&table.sqlite().renew)?
                     .execute(params_from_iter(params))?;
                 Ok((changed == 1).then_some(expires_at))
             })
@@ -301,25 +343,10 @@ impl Store {
         owner: String,
         token: i64,
     ) -> Result<bool, StoreError> {
-        let mark = if self.pg().is_some() { '$' } else { '?' };
-        let released = if mark == '$' { "TRUE" } else { "1" };
-        let not_released = if mark == '$' {
-            "NOT released"
-        } else {
-            "released = 0"
-        };
-        let sql = format!(
-            "UPDATE {t} SET released = {released}
-             WHERE {key} AND owner = {o} AND token = {k} AND {not_released}",
-            t = table.table,
-            key = table.key_match(mark),
-            o = table.after_key(mark, 0),
-            k = table.after_key(mark, 1),
-        );
         if let Some(pg) = self.pg() {
             return pg
                 .run(async |client| {
-                    let statement = client.prepare_cached(&sql).await?;
+                    let statement = client.prepare_cached(&table.pg().release).await?;
                     let params = pg_params(&key, &[&owner, &token]);
                     Ok(client.execute(&statement, &params).await? == 1)
                 })
@@ -329,7 +356,7 @@ impl Store {
             .run(move |conn| {
                 let params = sqlite_params(&key, [SqlValue::Text(owner), SqlValue::Integer(token)]);
                 Ok(conn
-                    .prepare_cached(&sql)?
+                    .prepare_cached(&table.sqlite().release)?
                     .execute(params_from_iter(params))?
                     == 1)
             })
@@ -343,15 +370,9 @@ impl Store {
         key: Vec<String>,
     ) -> Result<Option<Holding>, StoreError> {
         if let Some(pg) = self.pg() {
-            let sql = format!(
-                "SELECT owner, token, expires_at FROM {t}
-                 WHERE {key} AND NOT released AND expires_at > now()",
-                t = table.table,
-                key = table.key_match('$'),
-            );
             return pg
                 .run(async |client| {
-                    let statement = client.prepare_cached(&sql).await?;
+                    let statement = client.prepare_cached(&table.pg().live).await?;
                     let row = client.query_opt(&statement, &pg_params(&key, &[])).await?;
                     row.as_ref().map(pg_holding).transpose()
                 })
@@ -385,5 +406,12 @@ mod tests {
             PUSH_LEASES.key_list('$'),
             ("task_id, config_id".to_string(), "$1, $2".to_string())
         );
+        let sqlite = PUSH_LEASES.sqlite();
+        assert!(
+            sqlite.release.contains("owner = ?3 AND token = ?4"),
+            "{}",
+            sqlite.release
+        );
+        assert!(CONTEXT_LEASES.pg().renew.contains("$4::float8"));
     }
 }
