@@ -51,7 +51,7 @@ fn slow() -> ScriptedProvider {
 async fn orphan_on_dead_replica(schema: &TestSchema) -> String {
     let url = schema.url();
     let name = schema.name().to_string();
-    common::run_then_crash(move || async move {
+    looopy_testkit::wait::run_then_crash(move || async move {
         let store = connect(&url, &name, "replica-a").await;
         let agent = agent_with(store.clone(), slow(), config(false));
         let handle = agent.start_turn(CONTEXT, "count", None).await.unwrap();

@@ -26,7 +26,7 @@ fn crash_during(
     provider: ScriptedProvider,
     crash_when: impl Fn(&[Event]) -> bool + Send + 'static,
 ) -> String {
-    common::run_then_crash(move || async move {
+    looopy_testkit::wait::run_then_crash(move || async move {
         let store = Store::open(&path).unwrap();
         let agent = agent_with(store.clone(), provider, AgentConfig::default());
         let handle = agent

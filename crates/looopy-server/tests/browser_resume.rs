@@ -56,41 +56,31 @@ fn agent(store: Store, resume: bool) -> Agent {
 /// Runs the turn on a runtime of its own and shuts that runtime down once the answer has
 /// streamed a few deltas after the checkpoint: the process "dies" mid-answer.
 fn crash_mid_answer(path: PathBuf) {
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
+    looopy_testkit::wait::run_then_crash(move || async move {
+        let store = Store::open(&path).unwrap();
+        let agent = agent(store.clone(), false);
+        let _turn = agent
+            .start_turn(CONTEXT, "What is 6*7?", None)
+            .await
             .unwrap();
-        runtime.block_on(async {
-            let store = Store::open(&path).unwrap();
-            let agent = agent(store.clone(), false);
-            let _turn = agent
-                .start_turn(CONTEXT, "What is 6*7?", None)
+        eventually("the answer to stream after the checkpoint", || async {
+            store.event_log().flush().await.unwrap();
+            let events = store
+                .event_log()
+                .read_after(CONTEXT, 0, 10_000)
                 .await
                 .unwrap();
-            eventually("the answer to stream after the checkpoint", || async {
-                store.event_log().flush().await.unwrap();
-                let events = store
-                    .event_log()
-                    .read_after(CONTEXT, 0, 10_000)
-                    .await
-                    .unwrap();
-                let checkpointed = events
-                    .iter()
-                    .any(|e| matches!(e.payload, EventPayload::InternalCheckpoint(_)));
-                let deltas = events
-                    .iter()
-                    .filter(|e| matches!(e.payload, EventPayload::ContentDelta(_)))
-                    .count();
-                (checkpointed && deltas >= 3).then_some(())
-            })
-            .await;
-        });
-        runtime.shutdown_timeout(Duration::from_secs(5));
-    })
-    .join()
-    .unwrap();
+            let checkpointed = events
+                .iter()
+                .any(|e| matches!(e.payload, EventPayload::InternalCheckpoint(_)));
+            let deltas = events
+                .iter()
+                .filter(|e| matches!(e.payload, EventPayload::ContentDelta(_)))
+                .count();
+            (checkpointed && deltas >= 3).then_some(())
+        })
+        .await;
+    });
 }
 
 /// Opens the database once the dead "process" has let go of its writer lock.

@@ -2,7 +2,8 @@
 //!
 //! * [`chunks`] — any chunking of an input, for the parsers' property tests (always on);
 //! * [`machine`] — what a benchmark prints about the machine it ran on (always on);
-//! * `wait` — bounded waits, so a bug fails a test instead of hanging it (feature `wait`);
+//! * `wait` — bounded waits, so a bug fails a test instead of hanging it, and a "process"
+//!   that dies mid-work (`run_then_crash`) (feature `wait`);
 //! * `redact` — event normalisers for insta snapshots (feature `redact`);
 //! * `sse` — an SSE client that decodes a response with the WHATWG decoder (feature `sse`);
 //! * `oauth` — a loopback OAuth 2.1 authorization server (feature `oauth`);

@@ -38,29 +38,6 @@ impl TestDb {
     }
 }
 
-/// Runs the future `make` returns on a runtime of its own (two workers, in a thread of its
-/// own), then shuts that runtime down: whatever the future left running there is dropped
-/// with it and none of its ending code runs, as when a process dies. Returns the future's
-/// output.
-pub fn run_then_crash<F>(make: impl FnOnce() -> F + Send + 'static) -> F::Output
-where
-    F: Future,
-    F::Output: Send + 'static,
-{
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let output = runtime.block_on(make());
-        runtime.shutdown_timeout(Duration::from_secs(5));
-        output
-    })
-    .join()
-    .unwrap()
-}
-
 /// The built-in tools plus the test tools.
 pub fn registry() -> ToolRegistry {
     ToolRegistry::builtin()
