@@ -19,9 +19,9 @@ use axum::http::HeaderMap;
 use axum::routing::post;
 use looopy_store::{Store, StoreOptions};
 use looopy_testkit::services::{self, TestSchema};
-use push_checks::{deduped, expected, finished};
+use push_checks::{deduped, expected, finished, wait_for};
 use serde_json::{Value, json};
-use support::{PATIENCE, Server};
+use support::Server;
 
 /// Lease time of the test replicas: short, so a dead replica's configs move quickly.
 const LEASE: &str = "3s";
@@ -154,16 +154,6 @@ async fn send(base: &str, url: Option<&str>) -> (String, String) {
         id.to_string(),
         task["contextId"].as_str().unwrap().to_string(),
     )
-}
-
-async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    tokio::time::timeout(PATIENCE, async {
-        while !done() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("timed out: {what}"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

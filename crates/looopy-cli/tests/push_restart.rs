@@ -16,7 +16,7 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::routing::post;
 use looopy_store::Store;
-use push_checks::{deduped, expected};
+use push_checks::{deduped, expected, wait_for};
 use serde_json::{Value, json};
 use support::PATIENCE;
 
@@ -53,16 +53,6 @@ fn start(db: &std::path::Path, script: &std::path::Path) -> support::Server {
         .args(["--push-allow-private", "--script", script.to_str().unwrap()])
         .env("RUST_LOG", "debug");
     support::start(command)
-}
-
-async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    tokio::time::timeout(PATIENCE, async {
-        while !done() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("timed out: {what}"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

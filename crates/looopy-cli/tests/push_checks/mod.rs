@@ -68,3 +68,15 @@ pub fn deduped(hits: &[(String, Value)]) -> Vec<(String, Value)> {
     }
     unique
 }
+
+/// Waits (polling every 20 ms, at most [`PATIENCE`]) until `done`, e.g. until the webhook
+/// has had enough hits.
+pub async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    tokio::time::timeout(PATIENCE, async {
+        while !done() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("timed out: {what}"));
+}
