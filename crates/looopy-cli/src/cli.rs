@@ -348,5 +348,32 @@ pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     if !(seconds.is_finite() && seconds > 0.0) {
         return Err(format!("{text:?} must be a positive duration"));
     }
-    Ok(std::time::Duration::from_secs_f64(seconds))
+    std::time::Duration::try_from_secs_f64(seconds)
+        .map_err(|_| format!("{text:?} is too long a duration"))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::parse_duration;
+
+    #[test]
+    fn durations_parse_with_their_units() {
+        assert_eq!(parse_duration("15s"), Ok(Duration::from_secs(15)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration(" 1h "), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("1.5"), Ok(Duration::from_millis(1500)));
+    }
+
+    #[test]
+    fn bad_durations_are_refused_with_a_reason_not_a_panic() {
+        for bad in ["", "abc", "-5s", "0", "0ms", "5 parsecs", "1e400", "..s", "NaN"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?} accepted");
+        }
+        // Past what a Duration holds: an error, not an overflow panic.
+        let huge = format!("{}h", "9".repeat(30));
+        assert!(parse_duration(&huge).unwrap_err().contains("too long"));
+    }
 }
