@@ -369,7 +369,17 @@ mod tests {
 
     #[test]
     fn bad_durations_are_refused_with_a_reason_not_a_panic() {
-        for bad in ["", "abc", "-5s", "0", "0ms", "5 parsecs", "1e400", "..s", "NaN"] {
+        for bad in [
+            "",
+            "abc",
+            "-5s",
+            "0",
+            "0ms",
+            "5 parsecs",
+            "1e400",
+            "..s",
+            "NaN",
+        ] {
             assert!(parse_duration(bad).is_err(), "{bad:?} accepted");
         }
         // Past what a Duration holds: an error, not an overflow panic.
