@@ -28,8 +28,9 @@ pub struct UserInput {
 /// messages through here, so they refuse the same messages with the same errors.
 ///
 /// Errors, in this order: an empty `messageId`; no `role` (`ROLE_UNSPECIFIED`, which is
-/// how ProtoJSON reads an absent role) or a role other than user; an id that is not a safe
-/// identifier; a file part (this agent takes text and data, so that is
+/// how ProtoJSON reads an absent role) or a role other than user; an id (`messageId`,
+/// `contextId`, `taskId`, an entry of `referenceTaskIds`) that is not a safe identifier
+/// ([`is_valid_id`]: 1–128 characters of `A-Z a-z 0-9 . _ : -`); a file part (this agent takes text and data, so that is
 /// [`A2aError::UnsupportedContent`] — checked before emptiness, so a message of only files
 /// says why it is refused); a message with neither text nor data.
 pub fn user_input_from_v1(message: &v1::Message) -> Result<UserInput, A2aError> {
@@ -41,20 +42,29 @@ pub fn user_input_from_v1(message: &v1::Message) -> Result<UserInput, A2aError> 
         v1::Role::Unspecified => return Err(A2aError::MissingRole),
         v1::Role::Agent => return Err(A2aError::NotFromUser),
     }
-    for (field, id) in [
-        ("contextId", &message.context_id),
-        ("taskId", &message.task_id),
-    ] {
-        // An empty id is ProtoJSON's "unset".
-        if let Some(id) = id
-            .as_deref()
-            .filter(|id| !id.is_empty() && !is_valid_id(id))
-        {
-            return Err(A2aError::InvalidId {
-                field,
-                value: id.chars().take(64).collect(),
-            });
-        }
+    // The `messageId` is stored with the message and shown in `Task.history`, so it obeys
+    // the rule the other ids obey: otherwise an id of megabytes (or with control
+    // characters) would be stored and echoed, past `--max-message-bytes`.
+    let ids = [
+        ("messageId", message.message_id.as_str()),
+        (
+            "contextId",
+            message.context_id.as_deref().unwrap_or_default(),
+        ),
+        ("taskId", message.task_id.as_deref().unwrap_or_default()),
+    ];
+    // An empty id is ProtoJSON's "unset" (an empty `messageId` was refused above); an
+    // empty entry of a list is no id at all.
+    let set = ids.into_iter().filter(|(_, id)| !id.is_empty());
+    let references = message
+        .reference_task_ids
+        .iter()
+        .map(|id| ("referenceTaskIds", id.as_str()));
+    if let Some((field, id)) = set.chain(references).find(|(_, id)| !is_valid_id(id)) {
+        return Err(A2aError::InvalidId {
+            field,
+            value: id.chars().take(64).collect(),
+        });
     }
     let mut texts = Vec::new();
     let mut data = Vec::new();
@@ -157,6 +167,35 @@ mod tests {
                 ..
             })
         ));
+        let long_id = "m".repeat(129);
+        for (message, field) in [
+            (json!({"messageId": long_id}), "messageId"),
+            (json!({"messageId": "m\u{0}\n"}), "messageId"),
+            (json!({"messageId": "m 1"}), "messageId"),
+            (
+                json!({"messageId": "m", "referenceTaskIds": ["t1", "t/2"]}),
+                "referenceTaskIds",
+            ),
+            (
+                json!({"messageId": "m", "referenceTaskIds": [""]}),
+                "referenceTaskIds",
+            ),
+        ] {
+            let mut m = message;
+            m["role"] = json!("ROLE_USER");
+            m["parts"] = json!([{"text": "x"}]);
+            let refused = user_input_from_v1(&v1_msg(m.clone())).unwrap_err();
+            assert!(
+                matches!(refused, A2aError::InvalidId { field: f, ref value } if f == field && value.len() <= 64),
+                "{m}: {refused:?}"
+            );
+            let err: crate::JsonRpcError = refused.into();
+            assert_eq!(err.code, -32602);
+        }
+        let ok = v1_msg(
+            json!({"messageId": "m".repeat(128), "referenceTaskIds": ["task-1"], "role": "ROLE_USER", "parts": [{"text": "x"}]}),
+        );
+        assert_eq!(user_input_from_v1(&ok).unwrap().message_id.len(), 128);
         let no_role = v1_msg(json!({"messageId": "m", "parts": [{"text": "x"}]}));
         assert_eq!(user_input_from_v1(&no_role), Err(A2aError::MissingRole));
         let only_file = v1_msg(

@@ -96,7 +96,9 @@ pub enum A2aError {
     MissingRole,
     #[error("a message sent to the agent must have role ROLE_USER")]
     NotFromUser,
-    #[error("message.{field} is not a valid id: {value:?}")]
+    #[error(
+        "message.{field} is not a valid id (1–128 characters of A-Z a-z 0-9 . _ : -): {value:?}"
+    )]
     InvalidId { field: &'static str, value: String },
     #[error("the message has no text or data")]
     EmptyMessage,

@@ -302,3 +302,78 @@ async fn the_agent_card_serves_both_versions_from_the_request_host() {
     assert_eq!(r["url"], "http://agents.example:9000/a2a");
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_message_id_that_is_not_a_valid_id_is_refused_on_every_http_binding() {
+    let server = TestServer::start().await;
+    // Within `--body-limit` (2 MiB) but over `--max-message-bytes` (1 MiB), which only
+    // counts the text: the id rule is what keeps it out.
+    let huge = "m".repeat(1_900_000);
+    let refused_ids = [
+        ("messageId", huge.as_str()),
+        ("messageId", "m-1\r\nX-Injected: yes\u{0}"),
+        ("messageId", "m 1"),
+        ("referenceTaskIds", "../etc/passwd"),
+    ];
+    for (field, bad) in refused_ids {
+        let (id, refs) = match field {
+            "messageId" => (bad, json!([])),
+            _ => ("m-ok", json!([bad])),
+        };
+        let v1 = json!({"messageId": id, "referenceTaskIds": refs, "role": "ROLE_USER", "parts": [{"text": "hi"}]});
+        let v03 = json!({"kind": "message", "messageId": id, "referenceTaskIds": refs, "role": "user", "parts": [{"kind": "text", "text": "hi"}]});
+        for (version, method, message) in [
+            (Some("1.0"), "SendMessage", &v1),
+            (Some("1.0"), "SendStreamingMessage", &v1),
+            (None, "message/send", &v03),
+            (None, "message/stream", &v03),
+        ] {
+            // Streaming calls refused before their stream starts answer JSON too (`call`
+            // checks `application/json`).
+            let r = server
+                .call(version, method, json!({"message": message}))
+                .await;
+            assert_eq!(r["error"]["code"], -32602, "{method} {field}");
+            let why = r["error"]["message"].as_str().unwrap();
+            assert!(why.contains(field), "{method}: {why}");
+            // The refusal quotes the start of the id, not megabytes of it.
+            assert!(
+                r.to_string().len() < 1024,
+                "{method}: {} bytes",
+                r.to_string().len()
+            );
+        }
+        for path in ["/a2a/rest/message:send", "/a2a/rest/message:stream"] {
+            let r = server
+                .client
+                .post(server.url(path))
+                .json(&json!({"message": v1}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 400, "{path} {field}");
+            assert_eq!(r.headers()["content-type"], "application/json");
+            let body: Value = r.json().await.unwrap();
+            assert_eq!(
+                body["error"]["details"][0]["reason"], "INVALID_PARAMS",
+                "{body}"
+            );
+            assert!(body["error"]["message"].as_str().unwrap().contains(field));
+        }
+    }
+    // Nothing was started or stored.
+    let listed = server.call(Some("1.0"), "ListTasks", json!({})).await;
+    assert_eq!(listed["result"]["totalSize"], 0, "{listed}");
+    // The longest valid id (128 characters) and valid references are taken, and the id is
+    // kept verbatim in the task's history.
+    let id = "m".repeat(128);
+    let ok = server
+        .call(
+            Some("1.0"),
+            "SendMessage",
+            json!({"message": {"messageId": id, "referenceTaskIds": ["task-1"], "role": "ROLE_USER", "parts": [{"text": "hi"}]}}),
+        )
+        .await;
+    assert_eq!(ok["result"]["task"]["history"][0]["messageId"], id, "{ok}");
+    server.shutdown().await;
+}
