@@ -27,10 +27,18 @@ async fn body(r: reqwest::Response) -> Value {
     r.json().await.unwrap()
 }
 
+/// An error's `google.rpc.Status` body, checking its media type: plain `application/json`,
+/// as the official SDK's server sends it and the TCK's HTTP_JSON-ERR-001 requires.
+async fn error_body(r: reqwest::Response) -> Value {
+    let media = r.headers()["content-type"].to_str().unwrap().to_owned();
+    assert_eq!(media, "application/json", "{}", r.status());
+    r.json().await.unwrap()
+}
+
 /// Checks a `google.rpc.Status` error body and returns its `ErrorInfo` reason.
 async fn error_reason(r: reqwest::Response, status: u16) -> String {
     assert_eq!(r.status().as_u16(), status);
-    let body = body(r).await;
+    let body = error_body(r).await;
     let error = &body["error"];
     assert_eq!(error["code"], status, "{body}");
     assert!(error["status"].is_string(), "{body}");
@@ -354,7 +362,7 @@ async fn errors_are_google_rpc_status_with_the_specifications_codes() {
     // Unknown task: 404 NOT_FOUND.
     let r = c.get(rest(&server, "/tasks/nope-1")).send().await.unwrap();
     assert_eq!(r.status(), 404);
-    let b = body(r).await;
+    let b = error_body(r).await;
     assert_eq!(b["error"]["status"], "NOT_FOUND");
     assert_eq!(b["error"]["details"][0]["reason"], "TASK_NOT_FOUND");
     for path in ["/tasks/nope-1:cancel", "/tasks/nope-1:subscribe"] {
@@ -485,7 +493,7 @@ async fn bearer_auth_isolation_and_body_limits_are_the_servers() {
         .unwrap();
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
     assert_eq!(r.headers()["www-authenticate"], "Bearer");
-    let refused = body(r).await;
+    let refused = error_body(r).await;
     assert_eq!(refused["error"]["code"], 401, "{refused}");
     assert_eq!(refused["error"]["status"], "UNAUTHENTICATED");
     let r = c
@@ -572,7 +580,7 @@ async fn bearer_auth_isolation_and_body_limits_are_the_servers() {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
-    let refused = body(r).await;
+    let refused = error_body(r).await;
     assert_eq!(refused["error"]["code"], 413, "{refused}");
     assert_eq!(refused["error"]["status"], "INVALID_ARGUMENT");
     server.shutdown().await;

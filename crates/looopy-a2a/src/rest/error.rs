@@ -19,6 +19,13 @@ use crate::http::RpcError;
 /// The media type of HTTP+JSON bodies (specification §11.1).
 pub const A2A_JSON: &str = "application/a2a+json";
 
+/// The media type of HTTP+JSON *error* bodies. AIP-193's `google.rpc.Status` is plain JSON:
+/// the official a2a-sdk's server sends it as `application/json` and the official TCK
+/// (`HTTP_JSON-ERR-001`) requires that, although §11.6's example shows
+/// `application/a2a+json`; clients that follow the example still read the body, since both
+/// are JSON.
+pub const ERROR_JSON: &str = "application/json";
+
 /// `type.googleapis.com/google.rpc.ErrorInfo`.
 const ERROR_INFO_TYPE: &str = "type.googleapis.com/google.rpc.ErrorInfo";
 
@@ -122,10 +129,10 @@ pub fn status_body(error: &RpcError) -> (StatusCode, Value) {
     (status, body)
 }
 
-/// The HTTP response for an A2A error.
+/// The HTTP response for an A2A error (an [`ERROR_JSON`] body).
 pub fn error_response(error: &RpcError) -> Response {
     let (status, body) = status_body(error);
-    json_response(status, &body)
+    error_json_response(status, &body)
 }
 
 /// A refusal made before the binding's handlers run — by the server's authentication or
@@ -139,7 +146,7 @@ pub fn transport_error(status: StatusCode, message: &str) -> Response {
         "message": message,
         "details": [],
     }});
-    let mut response = json_response(status, &body);
+    let mut response = error_json_response(status, &body);
     if status == StatusCode::UNAUTHORIZED {
         response.headers_mut().insert(
             axum::http::header::WWW_AUTHENTICATE,
@@ -149,11 +156,20 @@ pub fn transport_error(status: StatusCode, message: &str) -> Response {
     response
 }
 
-/// A JSON body with the A2A media type.
+/// A JSON body with the A2A media type (an answer).
 pub(crate) fn json_response(status: StatusCode, body: &Value) -> Response {
+    typed_response(status, A2A_JSON, body)
+}
+
+/// A `google.rpc.Status` body, as [`ERROR_JSON`].
+pub(crate) fn error_json_response(status: StatusCode, body: &Value) -> Response {
+    typed_response(status, ERROR_JSON, body)
+}
+
+fn typed_response(status: StatusCode, media_type: &'static str, body: &Value) -> Response {
     (
         status,
-        [(CONTENT_TYPE, HeaderValue::from_static(A2A_JSON))],
+        [(CONTENT_TYPE, HeaderValue::from_static(media_type))],
         body.to_string(),
     )
         .into_response()
@@ -240,5 +256,8 @@ mod tests {
         let r = transport_error(StatusCode::UNAUTHORIZED, "token please");
         assert_eq!(r.status(), 401);
         assert_eq!(r.headers()["www-authenticate"], "Bearer");
+        assert_eq!(r.headers()["content-type"], "application/json");
+        let r = error_response(&JsonRpcError::task_not_found("t-9").into());
+        assert_eq!(r.headers()["content-type"], "application/json");
     }
 }

@@ -20,7 +20,8 @@
 //! items, ownership, stream slots and limits are therefore identical on both bindings; only
 //! the envelope differs — bare ProtoJSON objects instead of JSON-RPC responses, SSE frames
 //! carrying bare `StreamResponse`s, and errors as HTTP statuses with a `google.rpc.Status`
-//! body ([`error`]). That includes the push-notification routes: they call the JSON-RPC
+//! body ([`error`]; `application/json`, where answers are `application/a2a+json`: see
+//! [`ERROR_JSON`]). That includes the push-notification routes: they call the JSON-RPC
 //! binding's `*TaskPushNotificationConfig` methods ([`crate::push`]), so whatever those
 //! answer — configs, or `PushNotificationNotSupportedError` (400) when the host delivers no
 //! push notifications — these answer too.
@@ -55,7 +56,7 @@ use crate::http::stream::Binding;
 use crate::{A2aHost, ErrorKind, JsonRpcError, JsonRpcRequest, ProtocolVersion, RequestId, v1};
 
 pub use error::{
-    A2A_JSON, HttpMapping, error_response, http_mapping, status_body, transport_error,
+    A2A_JSON, ERROR_JSON, HttpMapping, error_response, http_mapping, status_body, transport_error,
 };
 
 /// Where the HTTP+JSON binding is mounted: the `url` of the card's `HTTP+JSON` interface
@@ -328,7 +329,7 @@ fn method_not_allowed(method: &Method) -> Response {
     );
     let (_, mut body) = error::status_body(&error.into());
     body["error"]["code"] = Value::from(StatusCode::METHOD_NOT_ALLOWED.as_u16());
-    error::json_response(StatusCode::METHOD_NOT_ALLOWED, &body)
+    error::error_json_response(StatusCode::METHOD_NOT_ALLOWED, &body)
 }
 
 #[cfg(test)]
