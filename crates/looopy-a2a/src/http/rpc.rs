@@ -6,7 +6,8 @@
 //! method name means v1.0 and anything else v0.3, as the specification asks. A method of
 //! the other version's table is "method not found". Every failure is a JSON-RPC error
 //! (streaming calls that fail before their stream starts answer it as JSON too), echoing
-//! the request id.
+//! the request id. A notification (a request without `id`) is run and never answered:
+//! `204 No Content` (see [`notify`]).
 
 use axum::Json;
 use axum::body::Bytes;
@@ -68,6 +69,10 @@ pub(crate) async fn handle<H: A2aHost>(
     let id = request.reply_id();
     let version = match resolve_version(&headers, &uri, &request.method) {
         Ok(version) => version,
+        Err(error) if request.id.is_none() => {
+            unanswered(&request.method, &error.into());
+            return StatusCode::NO_CONTENT.into_response();
+        }
         Err(error) => return failure(id, error.into()),
     };
     tracing::debug!(method = %request.method, version = version.as_str(), "A2A call");
@@ -81,6 +86,10 @@ pub(crate) async fn handle<H: A2aHost>(
         base_url,
         binding: Binding::JsonRpc,
     };
+    if request.id.is_none() {
+        notify(&caller, &request).await;
+        return StatusCode::NO_CONTENT.into_response();
+    }
     let reply = match version {
         ProtocolVersion::V1_0 => call_v1(&caller, &request).await,
         _ => call_v03(&caller, &request).await,
@@ -91,6 +100,69 @@ pub(crate) async fn handle<H: A2aHost>(
         }
         Ok(Reply::Stream(response)) => response,
         Err(error) => failure(id, error),
+    }
+}
+
+/// A notification — a request without `id` — is run like the same request with an id,
+/// and nothing is answered (JSON-RPC 2.0 §4.1: the server MUST NOT reply), neither its
+/// result nor its error: the HTTP answer is `204 No Content`. As nobody waits for a result,
+/// a send never blocks on its task (`returnImmediately`) and a streaming send starts its
+/// task without a stream (fire and forget; a push-notification config in the message still
+/// reports the outcome); a subscription has nothing to deliver and is only validated. The
+/// official SDK's server runs them too, answering them as if their id were `null`.
+async fn notify<H: A2aHost>(caller: &Caller<H>, request: &JsonRpcRequest) {
+    let outcome = match caller.version {
+        ProtocolVersion::V1_0 => notify_v1(caller, request).await,
+        _ => notify_v03(caller, request).await,
+    };
+    match outcome {
+        Ok(()) => tracing::debug!(method = %request.method, "A2A notification run"),
+        Err(error) => unanswered(&request.method, &error),
+    }
+}
+
+/// A notification that failed gets no answer either (the client finds out otherwise, e.g.
+/// with `ListTasks`); the refusal is logged for the operator, as a client's fault.
+fn unanswered(method: &str, error: &RpcError) {
+    tracing::debug!(
+        method,
+        code = error.error.code,
+        message = %error.error.message,
+        "A2A notification refused (not answered)"
+    );
+}
+
+async fn notify_v1<H: A2aHost>(
+    caller: &Caller<H>,
+    request: &JsonRpcRequest,
+) -> Result<(), RpcError> {
+    match v1::Call::from_request(request)? {
+        v1::Call::SendMessage(r) | v1::Call::SendStreamingMessage(r) => {
+            let params = SendParams {
+                return_immediately: true,
+                ..send_params_v1(r)?
+            };
+            ops::send(caller, params).await.map(drop)
+        }
+        v1::Call::SubscribeToTask(_) => Ok(()),
+        _ => call_v1(caller, request).await.map(drop),
+    }
+}
+
+async fn notify_v03<H: A2aHost>(
+    caller: &Caller<H>,
+    request: &JsonRpcRequest,
+) -> Result<(), RpcError> {
+    match v03::Call::from_request(request)? {
+        v03::Call::MessageSend(p) | v03::Call::MessageStream(p) => {
+            let params = SendParams {
+                return_immediately: true,
+                ..send_params_v03(p)?
+            };
+            ops::send(caller, params).await.map(drop)
+        }
+        v03::Call::TasksResubscribe(_) => Ok(()),
+        _ => call_v03(caller, request).await.map(drop),
     }
 }
 
