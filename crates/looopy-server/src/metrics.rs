@@ -8,6 +8,15 @@
 //! An application that installed its own `metrics` recorder first keeps it; the route then
 //! answers 404 `metrics_unavailable` and its recorder gets the same metrics.
 //!
+//! Every metric is exported from the start, at 0 (gauges), with no samples (histograms) or
+//! with its series of known label values at 0 (counters: every `state`, `direction`,
+//! `reason`, `via` and push `outcome`; the `kind`s of a plain turn's events; `success` and
+//! `error` of each tool the agent has when the router is built) — see [`zero`]. A scraper
+//! then sees `looopy_sse_streams 0` rather than nothing, so alerts like
+//! `looopy_sse_streams == 0` or `rate(looopy_turns_total{state="failed"}[5m])` work on a
+//! fresh server (`looopy-cli/tests/metrics_names.rs` checks the README's table against a
+//! fresh `looopy serve`).
+//!
 //! | metric | type | labels |
 //! |---|---|---|
 //! | `looopy_turns_total` | counter | `state` the run ended in |
@@ -19,6 +28,10 @@
 //! | `looopy_tool_calls_total` | counter | `tool` (`unknown` for unregistered names), `outcome`: `success`, `error`, `canceled`, `input_required` |
 //! | `looopy_sse_streams` | gauge | |
 //! | `looopy_sse_disconnects_total` | counter | `reason`: `settled`, `client_gone`, `lagged`, `shutdown`, `log_closed`, `store_failed`, `storage_unavailable` |
+//! | `looopy_sse_catch_ups_total` | counter | |
+//! | `looopy_replica_events_delivered_total` | counter | `via`: `bus`, `sweep` |
+//! | `looopy_push_notifications_total` | counter | `outcome`: `delivered`, `refused`, `gave_up`, `retried` |
+//! | `looopy_push_delivery_seconds` | histogram | |
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -49,6 +62,10 @@ const TIME_TO_FIRST_TOKEN: &[f64] = &[
 ];
 const COMMIT: &[f64] = &[
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
+];
+/// One webhook delivery, request to answer.
+const PUSH_DELIVERY: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 ];
 /// Histogram samples wait in lock-free buckets until folded in; fold them at least this
 /// often so a server nobody scrapes does not grow.
@@ -82,6 +99,7 @@ fn build() -> Option<PrometheusHandle> {
         (metric::TURN_DURATION_SECONDS, TURN_DURATION),
         (metric::LLM_TIME_TO_FIRST_TOKEN_SECONDS, TIME_TO_FIRST_TOKEN),
         ("looopy_event_log_commit_seconds", COMMIT),
+        ("looopy_push_delivery_seconds", PUSH_DELIVERY),
     ]
     .into_iter()
     .try_fold(base_builder(), |builder, (name, buckets)| {
@@ -95,6 +113,7 @@ fn build() -> Option<PrometheusHandle> {
         }
     };
     describe();
+    zero();
     let upkeep = handle.clone();
     let spawned = std::thread::Builder::new()
         .name("looopy-metrics-upkeep".into())
@@ -147,6 +166,15 @@ fn describe() {
     describe_counter!(metric::TOOL_CALLS_TOTAL, "Tool calls, by tool and outcome.");
     describe_gauge!(SSE_STREAMS, "Event streams open now.");
     describe_counter!(
+        "looopy_push_notifications_total",
+        "Push notification deliveries to webhooks, by outcome (delivered, refused, retried, gave_up)."
+    );
+    describe_histogram!(
+        "looopy_push_delivery_seconds",
+        metrics::Unit::Seconds,
+        "Time of one successful push notification delivery, request to answer."
+    );
+    describe_counter!(
         SSE_DISCONNECTS_TOTAL,
         "Event streams that ended, by reason."
     );
@@ -156,9 +184,103 @@ fn describe() {
     );
 }
 
-/// The `/metrics` route (installing the recorder if nothing has yet).
-pub(crate) fn routes() -> Router<AppState> {
+/// The labels of the series [`zero`] exports at 0, per counter.
+const ZERO_SERIES: &[(&str, &str, &[&str])] = &[
+    (
+        metric::TURNS_TOTAL,
+        "state",
+        &[
+            "completed",
+            "failed",
+            "canceled",
+            "rejected",
+            "waiting-input",
+            "waiting-auth",
+            "waiting-subtask",
+            "error",
+        ],
+    ),
+    // The events of every turn; the other kinds appear as they are first committed.
+    (
+        "looopy_events_total",
+        "kind",
+        &[
+            "task-created",
+            "task-status",
+            "content-delta",
+            "content-complete",
+            "task-complete",
+        ],
+    ),
+    (metric::LLM_TOKENS_TOTAL, "direction", &["input", "output"]),
+    (
+        SSE_DISCONNECTS_TOTAL,
+        "reason",
+        &[
+            "settled",
+            "client_gone",
+            "lagged",
+            "shutdown",
+            "log_closed",
+            "store_failed",
+            "storage_unavailable",
+        ],
+    ),
+    (
+        "looopy_replica_events_delivered_total",
+        "via",
+        &["bus", "sweep"],
+    ),
+    (
+        "looopy_push_notifications_total",
+        "outcome",
+        &["delivered", "refused", "gave_up", "retried"],
+    ),
+];
+
+/// Registers every metric with nothing counted yet (see the module docs): Prometheus
+/// cannot tell a series that does not exist from one that never moved, and rules like
+/// `looopy_sse_streams == 0` or `increase(...[5m]) > 0` see nothing until it exists.
+/// Adding 0 to a counter and registering a gauge or histogram change no value, so this is
+/// safe to run again (another router in the same process).
+fn zero() {
+    for (name, label, values) in ZERO_SERIES {
+        for value in *values {
+            metrics::counter!(*name, *label => *value).increment(0);
+        }
+    }
+    metrics::counter!(SSE_CATCH_UPS_TOTAL).increment(0);
+    metrics::gauge!(SSE_STREAMS).increment(0.0);
+    for name in [
+        metric::TURN_DURATION_SECONDS,
+        metric::LLM_TIME_TO_FIRST_TOKEN_SECONDS,
+        "looopy_event_log_commit_seconds",
+        "looopy_push_delivery_seconds",
+    ] {
+        // Registering creates the (empty) histogram; no sample is recorded.
+        drop(metrics::histogram!(name));
+    }
+}
+
+/// `looopy_tool_calls_total{tool, outcome}` at 0 for the agent's tools as they are now
+/// (`success` and `error`, the outcomes error-rate alerts divide); tools added later and the
+/// other outcomes appear when first counted.
+fn zero_tools(state: &AppState) {
+    for tool in state.agent().tools().names() {
+        for outcome in ["success", "error"] {
+            metrics::counter!(metric::TOOL_CALLS_TOTAL, "tool" => tool.clone(), "outcome" => outcome)
+                .increment(0);
+        }
+    }
+}
+
+/// The `/metrics` route (installing the recorder if nothing has yet, and exporting
+/// `state`'s agent's tools at 0).
+pub(crate) fn routes(state: &AppState) -> Router<AppState> {
     let handle = install();
+    if handle.is_some() {
+        zero_tools(state);
+    }
     Router::new().route(
         PATH,
         get(move || {

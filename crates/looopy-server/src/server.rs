@@ -68,7 +68,7 @@ pub fn app(state: AppState) -> Router {
     let config = state.config().clone();
     let app = Router::new()
         .merge(routes::api_routes())
-        .merge(crate::metrics::routes())
+        .merge(crate::metrics::routes(&state))
         .merge(looopy_a2a::routes::<AppState>())
         .merge(web::routes())
         .route_service(crate::mcp::PATH, crate::mcp::service(&state))
