@@ -11,7 +11,10 @@
 //! runs.
 //!
 //! Sessions are the SDK's, in memory; shutdown closes them, and the server's shutdown then
-//! lets running turns finish as it does for turns started over REST. A call is cancelled
+//! lets running turns finish as it does for turns started over REST. Each session is
+//! bound to the principal that opened it ([`sessions`]): another token naming its
+//! `Mcp-Session-Id` gets 404 as for an unknown session, so it can neither cancel the
+//! owner's calls nor read or end the session. A call is cancelled
 //! by `notifications/cancelled` or by the client dropping its connection, and so is its
 //! turn.
 //!
@@ -20,11 +23,13 @@
 //! server has names of its own). An open server on loopback accepts only loopback names
 //! (`localhost`, `127.0.0.1`, `::1`, any port), as MCP asks of local servers.
 
+mod sessions;
+
+pub use sessions::MAX_SESSIONS_PER_PRINCIPAL;
+
 use axum::extract::connect_info::ConnectInfo;
 use looopy_agent::{Agent, AgentError};
-use looopy_mcp::serve::{
-    HttpService, McpHost, ServeError, ServeOptions, Started, StreamableHttpServerConfig,
-};
+use looopy_mcp::serve::{McpHost, ServeError, ServeOptions, Started, StreamableHttpServerConfig};
 use looopy_protocol::ids::ContextId;
 use serde_json::Value;
 
@@ -34,8 +39,9 @@ use crate::{AppState, ConnHandle, HostError, StreamPermit};
 /// Where the MCP endpoint is mounted.
 pub const PATH: &str = "/mcp";
 
-/// The `/mcp` service over `state`; its sessions close when the server shuts down.
-pub(crate) fn service(state: &AppState) -> HttpService<AppState> {
+/// The `/mcp` service over `state`, each session usable only by the principal that opened
+/// it; its sessions close when the server shuts down.
+pub(crate) fn service(state: &AppState) -> sessions::Bound {
     let config = state.config();
     let closing = tokio_util::sync::CancellationToken::new();
     let signal = state.shutdown_signal();
@@ -54,7 +60,11 @@ pub(crate) fn service(state: &AppState) -> HttpService<AppState> {
     if !open_on_loopback {
         http = http.disable_allowed_hosts();
     }
-    looopy_mcp::serve::http_service(state.clone(), ServeOptions::default(), http)
+    sessions::Bound::new(looopy_mcp::serve::http_service(
+        state.clone(),
+        ServeOptions::default(),
+        http,
+    ))
 }
 
 impl McpHost for AppState {
