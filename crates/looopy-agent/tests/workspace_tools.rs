@@ -293,6 +293,131 @@ async fn every_tool_refuses_every_escape() {
     assert_eq!(outside, ["secret.txt"]);
 }
 
+/// A FIFO made by mkfifo(1) (the workspace forbids the `unsafe` mkfifo(3) call).
+fn mkfifo(path: &Path) {
+    let status = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(status.success(), "mkfifo {}", path.display());
+}
+
+/// Bounds a tool call: a call that blocks (as `read_file` on a FIFO once did) fails the
+/// test instead of hanging it.
+async fn bounded<T>(call: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(std::time::Duration::from_secs(30), call)
+        .await
+        .expect("the tool call did not return within 30 s")
+}
+
+fn assert_hard_linked(result: Result<Value, WorkspaceError>, what: &str) {
+    match result {
+        Err(error @ WorkspaceError::HardLinked { .. }) => {
+            assert!(error.to_string().contains("hard links"), "{what}: {error}");
+        }
+        other => panic!("{what}: expected a hard-link refusal, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_hard_link_to_a_file_outside_is_refused_by_every_tool() {
+    let s = setup();
+    let ws = &s.workspace;
+    let secret = s.outside.join("secret.txt");
+    std::fs::create_dir(ws.root().join("sub")).unwrap();
+    std::fs::hard_link(&secret, ws.root().join("sub/hard.txt")).unwrap();
+    let path = "sub/hard.txt";
+    assert_hard_linked(read(ws, path, None, None).await, "read_file");
+    assert_hard_linked(write(ws, path, "pwned").await, "write_file");
+    assert_hard_linked(edit(ws, path, "top", "pwned").await, "edit_file");
+    assert_hard_linked(search(ws, "secret", Some(path)).await, "search_files");
+    // A directory search passes over it and says so.
+    write(ws, "sub/plain.txt", "no secret here\n")
+        .await
+        .unwrap();
+    let all = search(ws, "secret", None).await.unwrap();
+    assert_eq!(
+        all["matches"],
+        json!([{"path": "sub/plain.txt", "line": 1, "text": "no secret here"}])
+    );
+    assert_eq!(all["skipped"][0]["path"], path);
+    assert!(
+        all["skipped"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("hard links"),
+        "{all}"
+    );
+    assert_eq!(all["skipped"].as_array().unwrap().len(), 1);
+    // The outside file is untouched, through either name.
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "top secret\n");
+    assert_eq!(
+        std::fs::read_to_string(ws.root().join(path)).unwrap(),
+        "top secret\n"
+    );
+}
+
+#[tokio::test]
+async fn special_files_are_refused_promptly_and_listed_as_what_they_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = Workspace::open(dir.path()).unwrap();
+    let root = ws.root().to_path_buf();
+    mkfifo(&root.join("pipe"));
+    let _socket = std::os::unix::net::UnixListener::bind(root.join("sock")).unwrap();
+    std::fs::write(root.join("a.txt"), "findme\n").unwrap();
+
+    // No writer on the FIFO: the read must come back (refused), not wait for one.
+    let read_fifo = bounded(read(&ws, "pipe", None, None)).await;
+    match read_fifo {
+        Err(error @ WorkspaceError::NotRegular { kind: "fifo", .. }) => {
+            assert!(error.to_string().contains("not a regular file"), "{error}");
+        }
+        other => panic!("read_file on a FIFO: expected a refusal, got {other:?}"),
+    }
+    for (path, kind) in [("pipe", "fifo"), ("sock", "socket")] {
+        for (tool, result) in [
+            ("read_file", bounded(read(&ws, path, None, None)).await),
+            ("write_file", bounded(write(&ws, path, "x")).await),
+            ("edit_file", bounded(edit(&ws, path, "a", "b")).await),
+            ("search_files", bounded(search(&ws, "x", Some(path))).await),
+        ] {
+            match result {
+                Err(WorkspaceError::NotRegular { kind: k, .. }) => assert_eq!(k, kind, "{tool}"),
+                other => panic!("{tool} on {path}: expected a refusal, got {other:?}"),
+            }
+        }
+    }
+    let found = bounded(search(&ws, "findme", None)).await.unwrap();
+    assert_eq!(found["matches"][0]["path"], "a.txt");
+    let skipped: Vec<&str> = found["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(skipped, ["pipe", "sock"]);
+
+    let listing = list(&ws, None).await.unwrap();
+    let kinds: Vec<(&str, &str)> = listing["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["name"].as_str().unwrap(), e["kind"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [("a.txt", "file"), ("pipe", "fifo"), ("sock", "socket")]
+    );
+    // Still a FIFO: nothing was created or replaced in its place.
+    use std::os::unix::fs::FileTypeExt;
+    assert!(
+        std::fs::symlink_metadata(root.join("pipe"))
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
+}
+
 #[tokio::test]
 async fn a_symlink_inside_the_workspace_is_followed() {
     let s = setup();

@@ -136,6 +136,70 @@ fn allow_shell_runs_commands_in_the_workspace_and_needs_a_workspace() {
     assert_eq!(alone.status.code(), Some(2));
 }
 
+/// Reads a hard link to a file outside, writes to it, reads a FIFO (no writer), lists.
+const SPECIAL_SCRIPT: &str = r#"
+- responses:
+    - steps:
+        - tool_call: {name: read_file, arguments: {path: "hard.txt"}}
+    - steps:
+        - tool_call: {name: write_file, arguments: {path: "hard.txt", content: "pwned"}}
+    - steps:
+        - tool_call: {name: read_file, arguments: {path: "pipe"}}
+    - steps:
+        - tool_call: {name: list_files, arguments: {}}
+    - "[scripted model] listed: {{last_tool_result}}"
+"#;
+
+/// A hard link to an outside file and a FIFO in the workspace: through the real binary the
+/// model's calls are refused with errors it can read, the outside file is unchanged, the
+/// FIFO does not hang the run, and `list_files` calls it a fifo.
+#[tokio::test]
+async fn run_refuses_hard_links_and_fifos_in_the_workspace() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("script.yaml");
+    std::fs::write(&script, SPECIAL_SCRIPT).unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let outside = dir.path().join("outside.txt");
+    std::fs::write(&outside, "outside\n").unwrap();
+    std::fs::hard_link(&outside, work.join("hard.txt")).unwrap();
+    let status = std::process::Command::new("mkfifo")
+        .arg(work.join("pipe"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_looopy"));
+    command.current_dir(dir.path()).args([
+        "run",
+        "--json",
+        "--script",
+        script.to_str().unwrap(),
+        "--workspace",
+        work.to_str().unwrap(),
+        "look around",
+    ]);
+    support::isolate(&mut command, dir.path())
+        .env("LOOOPY_DB", dir.path().join("l.db"))
+        .stdout(std::process::Stdio::piped());
+    let run = tokio::process::Command::from(command)
+        .kill_on_drop(true)
+        .output();
+    // Bounded: before the fix, reading the FIFO blocked the run for good.
+    let out = tokio::time::timeout(support::PATIENCE, run)
+        .await
+        .expect("looopy run did not finish: blocked on the FIFO?")
+        .unwrap();
+    let events = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{events}\n{stderr}");
+    assert!(events.contains("has 2 hard links"), "{events}");
+    assert!(events.contains("is a fifo, not a regular file"), "{events}");
+    assert!(events.contains(r#"\"name\":\"pipe\""#), "{events}");
+    assert!(events.contains(r#"\"kind\":\"fifo\""#), "{events}");
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "outside\n");
+}
+
 /// `serve` without `--workspace`: each context writes into its own directory under the
 /// data directory, so two conversations writing the same path do not meet.
 #[tokio::test]

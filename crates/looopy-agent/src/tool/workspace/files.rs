@@ -5,6 +5,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::path::kind_name;
 use super::{Workspace, WorkspaceError, blocking};
 use crate::tool::{Tool, ToolContext};
 
@@ -24,6 +25,8 @@ pub struct ListFilesArgs {
 #[derive(Debug, Serialize)]
 pub struct Entry {
     name: String,
+    /// `file`, `dir`, `symlink` (not followed), `fifo`, `socket`, `block_device`,
+    /// `char_device` or `other`: the model learns a FIFO is not a file it can read.
     kind: &'static str,
     size: u64,
 }
@@ -62,19 +65,13 @@ impl Tool for ListFiles {
                     truncated = true;
                     break;
                 }
+                // `DirEntry::metadata` does not follow symlinks: the entry's own type.
                 let meta = entry
                     .metadata()
                     .map_err(|e| WorkspaceError::io(&relative, e))?;
-                let kind = if meta.is_symlink() {
-                    "symlink"
-                } else if meta.is_dir() {
-                    "dir"
-                } else {
-                    "file"
-                };
                 entries.push(Entry {
                     name: entry.file_name().to_string_lossy().into_owned(),
-                    kind,
+                    kind: kind_name(&meta.file_type()),
                     size: meta.len(),
                 });
             }
@@ -134,9 +131,9 @@ impl Tool for ReadFile {
             let max = workspace.limits().read_bytes;
             let limit = args.limit.unwrap_or(max).min(max);
             let offset = args.offset.unwrap_or(0);
-            let mut file = workspace.open_read(&args.path)?;
+            let (mut file, meta) = workspace.open_read(&args.path)?;
             let io = |e| WorkspaceError::io(&args.path, e);
-            let size = file.metadata().map_err(io)?.len();
+            let size = meta.len();
             file.seek(SeekFrom::Start(offset)).map_err(io)?;
             let mut bytes = Vec::new();
             file.take(limit).read_to_end(&mut bytes).map_err(io)?;
@@ -276,9 +273,9 @@ impl Tool for EditFile {
         let path = args.path.clone();
         let text = blocking(move || {
             let max = workspace.limits().write_bytes as u64;
-            let mut file = workspace.open_read(&args.path)?;
+            let (mut file, meta) = workspace.open_read(&args.path)?;
             let io = |e| WorkspaceError::io(&args.path, e);
-            if file.metadata().map_err(io)?.len() > max {
+            if meta.len() > max {
                 return Err(WorkspaceError::TooLarge(format!(
                     "{:?} is larger than {max} bytes",
                     args.path

@@ -2,7 +2,9 @@
 //!
 //! A [`Workspace`] is a directory the agent may work in. Every path a tool receives is
 //! resolved inside it (see [`Workspace::resolve`]): absolute paths, `..` components and
-//! symlinks that lead out are error results, never a read or write outside. Reads and
+//! symlinks that lead out are error results, never a read or write outside. Hard-linked
+//! files (whose other names may be outside) and special files (FIFOs, sockets, devices) are
+//! refused on the opened descriptor (see the `path` module). Reads and
 //! searches are bounded in bytes so one huge file cannot flood the model's context.
 //!
 //! ```no_run
@@ -38,6 +40,31 @@ pub enum WorkspaceError {
     /// The path does not exist in the workspace.
     #[error("{0:?} does not exist")]
     NotFound(String),
+    /// The path is not a regular file (a directory, FIFO, socket, device): the file tools
+    /// read and write regular files only, since opening a FIFO can block for good and
+    /// opening a device can have effects.
+    #[error(
+        "{path:?} is a {kind}, not a regular file; the workspace tools only read and write \
+         regular files"
+    )]
+    NotRegular {
+        /// The workspace-relative path.
+        path: String,
+        /// What it is: `dir`, `fifo`, `socket`, `block_device`, `char_device`, `symlink`, …
+        kind: &'static str,
+    },
+    /// The file has more than one hard link. A hard link is the file itself, so another of
+    /// its names may be outside the workspace: reading or writing it could reach that file.
+    #[error(
+        "{path:?} has {links} hard links, and another of them may be outside the workspace; \
+         the workspace tools refuse hard-linked files"
+    )]
+    HardLinked {
+        /// The workspace-relative path.
+        path: String,
+        /// Its link count.
+        links: u64,
+    },
     /// `edit_file`'s `old` text is not in the file, or is there more than once.
     #[error("{0}")]
     Edit(String),

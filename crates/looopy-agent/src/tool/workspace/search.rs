@@ -1,11 +1,11 @@
 //! `search_files`: a regular expression over the contents of workspace files.
 
 use std::io::Read;
-use std::path::Path;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::path::check_regular;
 use super::{Workspace, WorkspaceError, blocking};
 use crate::tool::{Tool, ToolContext};
 
@@ -13,6 +13,8 @@ use crate::tool::{Tool, ToolContext};
 const LINE_CHARS: usize = 300;
 /// A file with a NUL byte in its first bytes is taken as binary and skipped.
 const BINARY_SNIFF: usize = 8 * 1024;
+/// Most refused files a result names (the walk goes on past them either way).
+const SKIPPED_LISTED: usize = 50;
 
 /// `search_files`: regex search over file contents, bounded in matches and bytes.
 #[derive(Debug, Clone)]
@@ -39,6 +41,15 @@ pub struct Match {
     pub text: String,
 }
 
+/// A file a directory search did not search because the tools refuse it.
+#[derive(Debug, Serialize)]
+pub struct Skipped {
+    /// Workspace-relative file path.
+    pub path: String,
+    /// Why: the refusal `read_file` would give.
+    pub reason: String,
+}
+
 /// The result of `search_files`.
 #[derive(Debug, Serialize)]
 pub struct SearchResult {
@@ -46,6 +57,11 @@ pub struct SearchResult {
     pub matches: Vec<Match>,
     /// Whether the match limit was reached (there may be more).
     pub truncated: bool,
+    /// Files the walk passed over because the tools refuse them (hard-linked files, FIFOs,
+    /// sockets, devices), at most 50, so the model knows why they never match. Binary files
+    /// and symlinks (never followed) are skipped silently, as before. Absent when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<Skipped>,
 }
 
 impl Tool for SearchFiles {
@@ -56,7 +72,8 @@ impl Tool for SearchFiles {
 
     fn description(&self) -> String {
         "Searches workspace files for lines matching a regular expression. Binary files are \
-         skipped; results are bounded."
+         skipped, and so are hard-linked and special files (listed in `skipped`); results are \
+         bounded."
             .into()
     }
 
@@ -70,11 +87,25 @@ impl Tool for SearchFiles {
         blocking(move || {
             let regex = regex::Regex::new(&args.pattern)
                 .map_err(|e| WorkspaceError::Pattern(e.to_string()))?;
-            let start = workspace.resolve(args.path.as_deref().unwrap_or_default())?;
+            let relative = args.path.as_deref().unwrap_or_default();
+            let start = workspace.resolve(relative)?;
             let mut result = SearchResult {
                 matches: Vec::new(),
                 truncated: false,
+                skipped: Vec::new(),
             };
+            // A single file named by the call is refused like `read_file` refuses it; only
+            // files met while walking a directory are skipped.
+            let meta =
+                std::fs::symlink_metadata(&start).map_err(|e| WorkspaceError::io(relative, e))?;
+            if !meta.is_dir() {
+                // Matches name the file by its resolved path, as a walk names them.
+                let resolved = start.strip_prefix(workspace.root()).unwrap_or(&start);
+                let resolved = resolved.to_string_lossy();
+                check_regular(&meta, relative)?;
+                search_file(&workspace, &resolved, &regex, &mut result)?;
+                return Ok(result);
+            }
             let mut pending = vec![start];
             while let Some(path) = pending.pop() {
                 if result.truncated || cancel.is_cancelled() {
@@ -93,8 +124,16 @@ impl Tool for SearchFiles {
                     children.sort();
                     // Popped from the end: reverse so files come out in path order.
                     pending.extend(children.into_iter().rev());
-                } else if meta.is_file() {
-                    search_file(&workspace, &path, &regex, &mut result);
+                } else if !meta.is_symlink() {
+                    let Ok(relative) = path.strip_prefix(workspace.root()) else {
+                        continue;
+                    };
+                    let relative = relative.to_string_lossy().into_owned();
+                    let searched = check_regular(&meta, &relative)
+                        .and_then(|()| search_file(&workspace, &relative, &regex, &mut result));
+                    if let Err(refused) = searched {
+                        skip(relative, refused, &mut result);
+                    }
                 }
             }
             Ok(result)
@@ -103,30 +142,37 @@ impl Tool for SearchFiles {
     }
 }
 
+/// Notes a file the walk passed over, when the refusal is one the model should hear of
+/// (a hard-linked or special file); other failures (vanished, unreadable) stay silent.
+fn skip(relative: String, refused: WorkspaceError, result: &mut SearchResult) {
+    let listed = matches!(
+        refused,
+        WorkspaceError::HardLinked { .. } | WorkspaceError::NotRegular { .. }
+    );
+    if listed && result.skipped.len() < SKIPPED_LISTED {
+        result.skipped.push(Skipped {
+            path: relative,
+            reason: refused.to_string(),
+        });
+    }
+}
+
+/// Searches one file (opened and checked like `read_file` opens it); its matches go into
+/// `result`. A binary file is no error, just no matches.
 fn search_file(
     workspace: &Workspace,
-    path: &Path,
+    relative: &str,
     regex: &regex::Regex,
     result: &mut SearchResult,
-) {
-    let Ok(relative) = path.strip_prefix(workspace.root()) else {
-        return;
-    };
-    let relative = relative.to_string_lossy().into_owned();
+) -> Result<(), WorkspaceError> {
     let limits = workspace.limits();
-    let Ok(file) = workspace.open_read(&relative) else {
-        return;
-    };
+    let (file, _) = workspace.open_read(relative)?;
     let mut bytes = Vec::new();
-    if file
-        .take(limits.search_file_bytes)
+    file.take(limits.search_file_bytes)
         .read_to_end(&mut bytes)
-        .is_err()
-    {
-        return;
-    }
+        .map_err(|e| WorkspaceError::io(relative, e))?;
     if bytes[..bytes.len().min(BINARY_SNIFF)].contains(&0) {
-        return;
+        return Ok(());
     }
     let text = String::from_utf8_lossy(&bytes);
     for (number, line) in text.lines().enumerate() {
@@ -135,12 +181,13 @@ fn search_file(
         }
         if result.matches.len() == limits.search_matches {
             result.truncated = true;
-            return;
+            return Ok(());
         }
         result.matches.push(Match {
-            path: relative.clone(),
+            path: relative.to_string(),
             line: number + 1,
             text: line.chars().take(LINE_CHARS).collect(),
         });
     }
+    Ok(())
 }
