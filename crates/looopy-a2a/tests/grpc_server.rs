@@ -1,7 +1,8 @@
 //! The gRPC binding of a real server (`ServerConfig::grpc_addr`) through a tonic client on
 //! loopback: streamed and unary sends, the same task over gRPC and JSON-RPC, bearer
-//! metadata and principal isolation, unknown methods, the agent card's GRPC interface, and
-//! a subscription that ends with `UNAVAILABLE` when the server shuts down.
+//! metadata and principal isolation, ids that are not valid ids, unknown methods, the agent
+//! card's GRPC interface, and a subscription that ends with `UNAVAILABLE` when the server
+//! shuts down (malformed protobuf and log levels: `fault_levels.rs`).
 
 #[path = "../../looopy-server/tests/e2e/support.rs"]
 mod support;
@@ -241,6 +242,53 @@ async fn the_http_servers_size_limits_apply() {
         .await
         .unwrap_err();
     assert_eq!(status.code(), Code::OutOfRange, "{status:?}");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_message_id_that_is_not_a_valid_id_is_invalid_argument() {
+    let (server, mut client) = start().await;
+    // 1.9 MB: within `body_limit`, past `max_message_bytes` had it counted; and ids with
+    // control characters or spaces, and a bad reference.
+    let huge = "m".repeat(1_900_000);
+    for (field, bad) in [
+        ("messageId", huge.as_str()),
+        ("messageId", "m-1\r\nX-Injected: yes"),
+        ("messageId", "m 1"),
+        ("referenceTaskIds", "../etc/passwd"),
+    ] {
+        let mut request = send_request("hi");
+        let message = request.message.as_mut().unwrap();
+        match field {
+            "messageId" => message.message_id = bad.to_owned(),
+            _ => message.reference_task_ids = vec![bad.to_owned()],
+        }
+        let status = client
+            .send_message(authed(request.clone(), TOKEN))
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), Code::InvalidArgument, "{field}");
+        assert_eq!(error_info(&status).unwrap().reason, "INVALID_PARAMS");
+        assert!(status.message().contains(field), "{}", status.message());
+        assert!(
+            status.message().len() < 1024,
+            "the id is quoted, not echoed whole"
+        );
+        let status = client
+            .send_streaming_message(authed(request, TOKEN))
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), Code::InvalidArgument, "{field}");
+    }
+    let listed: Value = server
+        .rpc(Some("1.0"), Some(TOKEN), "ListTasks", json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["result"]["totalSize"], 0, "nothing ran: {listed}");
     server.shutdown().await;
 }
 

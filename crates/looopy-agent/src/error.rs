@@ -31,6 +31,22 @@ pub enum AgentError {
     /// request there — a server forwards a cancel over its bus.
     #[error("task {task_id} runs on replica {replica}")]
     RunningElsewhere { task_id: String, replica: String },
+    /// The replica running the context could not be reached over the bus in time (the bus
+    /// is down, or the replica is). With `settled`, the request is known to have had no
+    /// effect — a message was recorded `rejected` as task `task_id`, a cancel did not
+    /// apply — so retrying is safe; without, the outcome is unknown: read task `task_id`
+    /// before retrying.
+    #[error("replica {replica} could not be reached ({reason}); {}", unreachable_outcome(*.settled, .task_id))]
+    ReplicaUnreachable {
+        replica: String,
+        task_id: String,
+        reason: String,
+        settled: bool,
+    },
+    /// The message of task `task_id` was withdrawn: the replica that forwarded it stopped
+    /// waiting and refused it to its caller, so it is not run.
+    #[error("task {0} was withdrawn by the replica that forwarded it")]
+    Withdrawn(String),
     /// No such task.
     #[error("task {0} not found")]
     NotFound(String),
@@ -79,6 +95,15 @@ pub enum AgentError {
     Config(String),
 }
 
+/// What a caller of an unreachable replica may do next.
+fn unreachable_outcome(settled: bool, task_id: &str) -> String {
+    if settled {
+        format!("nothing was done (task {task_id}); try again")
+    } else {
+        format!("the outcome is unknown: check task {task_id} before trying again")
+    }
+}
+
 // The task failure codes these API errors share, as `'static` values so `code()` can
 // hand out their text.
 const STORAGE_UNAVAILABLE: &ErrorCode = &ErrorCode::StorageUnavailable;
@@ -106,6 +131,8 @@ impl AgentError {
         match self {
             Self::Busy { .. } => "busy",
             Self::RunningElsewhere { .. } => "running_elsewhere",
+            Self::ReplicaUnreachable { .. } => "replica_unreachable",
+            Self::Withdrawn(_) => "withdrawn",
             Self::QueueFull { .. } => "queue_full",
             Self::WaitingInput { .. } => "waiting_input",
             Self::NotFound(_) => "not_found",
@@ -133,13 +160,14 @@ impl AgentError {
             | Self::WaitingInput { .. }
             | Self::NotWaiting { .. }
             | Self::WrongInput { .. }
+            | Self::Withdrawn(_)
             | Self::NotRunning { .. } => 409,
             Self::NotFound(_) => 404,
             Self::QueueFull { .. } => 429,
             Self::InvalidInput(_) | Self::InvalidId { .. } | Self::AuthRefused(_) => 400,
             Self::AuthFailed(_) => 502,
             Self::Forbidden(_) => 403,
-            Self::StorageUnavailable(_) => 503,
+            Self::StorageUnavailable(_) | Self::ReplicaUnreachable { .. } => 503,
             Self::Store(e) if e.is_storage_failure() => 503,
             Self::Store(_) | Self::Internal(_) | Self::Config(_) => 500,
         }
@@ -151,6 +179,7 @@ impl AgentError {
             self,
             Self::Busy { .. }
                 | Self::RunningElsewhere { .. }
+                | Self::ReplicaUnreachable { .. }
                 | Self::QueueFull { .. }
                 | Self::Store(_)
                 | Self::StorageUnavailable(_)

@@ -206,6 +206,16 @@ impl From<AgentError> for ApiError {
             }
             AgentError::StorageUnavailable(_) => Self::storage_unavailable(&error),
             AgentError::Store(ref e) if e.is_storage_failure() => Self::storage_unavailable(&error),
+            // The bus or the replica running the context is down: retry (the message says
+            // whether the outcome is known).
+            AgentError::ReplicaUnreachable { .. } => Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                error.code(),
+                error.to_string(),
+            ),
+            AgentError::Withdrawn(_) => {
+                Self::new(StatusCode::CONFLICT, error.code(), error.to_string())
+            }
             other => Self::internal("running the agent", &other),
         }
     }
@@ -329,6 +339,13 @@ mod tests {
                 value: "?".into(),
             },
             AgentError::StorageUnavailable("disk full".into()),
+            AgentError::ReplicaUnreachable {
+                replica: "r2".into(),
+                task_id: "t".into(),
+                reason: "NATS not connected".into(),
+                settled: true,
+            },
+            AgentError::Withdrawn("t".into()),
             AgentError::Internal("boom".into()),
             AgentError::Config("no provider".into()),
         ]

@@ -7,12 +7,32 @@
 //! A forwarded message is answered (`start-turn-reply`) once the owner has logged its
 //! `task-created` or refused it; the forwarding replica then follows the task from the
 //! log, which any replica can read, so its caller gets an ordinary [`TurnHandle`].
+//!
+//! **A refusal is final.** The bus may be down, or deliver late: a NATS client buffers
+//! what it could not send and sends it after reconnecting, seconds after the caller was
+//! answered. So every forwarded request carries a deadline (wall clock, `deadline` in ms
+//! since the epoch) after which its receiver drops it, and the forwarder decides what
+//! happened only once that deadline has passed:
+//!
+//! - a message the owner did not answer in time is settled in the store: the forwarder
+//!   records its task `rejected` — unless the owner created it first. Task ids are
+//!   created once ([`Store::create_task`](looopy_store::Store::create_task)), so exactly
+//!   one of the two wins: the message runs (202 after all) or it is refused for good
+//!   (`503 replica_unreachable`, retryable, nothing ran);
+//! - a cancel that could not be confirmed as delivered is settled by reading the task
+//!   after the deadline (plus [`SETTLE_MARGIN`] for the owner to act on it): ended → the
+//!   cancel took effect (or was moot); still running → `503 replica_unreachable`, and the
+//!   owner drops the cancel if it arrives later.
+//!
+//! Replicas' clocks must agree to well under [`SETTLE_MARGIN`] (NTP does that); the
+//! create-once rule does not depend on clocks at all.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use looopy_protocol::{Message, TaskState};
-use looopy_store::{Bus, Control};
+use looopy_protocol::event::ErrorInfo;
+use looopy_protocol::{ErrorCode, Message, TaskState};
+use looopy_store::{Bus, Control, TaskRecord};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
@@ -26,8 +46,31 @@ const START_TURN: &str = "start-turn";
 const START_TURN_REPLY: &str = "start-turn-reply";
 const CANCEL: &str = "cancel";
 
-/// How long a forwarding replica waits for the owner's answer.
-const REPLY_PATIENCE: Duration = Duration::from_secs(5);
+/// The error code of a forwarded message refused because its owner could not be reached.
+const REPLICA_UNREACHABLE: &str = "replica_unreachable";
+
+/// How long a forwarding replica waits for the owner's answer: also the deadline after
+/// which the owner drops the request.
+const REPLY_PATIENCE: Duration = Duration::from_secs(3);
+
+/// Past a cancel's deadline, how long the forwarder gives the owner to act on one it may
+/// have received just in time before reading the task's state.
+const SETTLE_MARGIN: Duration = Duration::from_secs(1);
+
+/// Wall-clock milliseconds since the epoch, the unit of a forwarded request's deadline.
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+/// The deadline of a request sent now.
+fn deadline_from_now() -> i64 {
+    now_ms().saturating_add(i64::try_from(REPLY_PATIENCE.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Whether a request with `deadline` (absent from replicas of earlier versions) is past it.
+fn expired(deadline: Option<i64>) -> bool {
+    deadline.is_some_and(|deadline| now_ms() > deadline)
+}
 
 /// The replicas' bus, once attached.
 pub(super) type BusSlot = Arc<OnceLock<Bus>>;
@@ -40,6 +83,19 @@ struct StartTurn {
     task_id: String,
     message: Message,
     owner: Option<String>,
+    /// Dropped by the receiver after this (ms since the epoch).
+    #[serde(default)]
+    deadline: Option<i64>,
+}
+
+/// A cancel for a task running on the receiving replica.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Cancel {
+    task_id: String,
+    /// Dropped by the receiver after this (ms since the epoch).
+    #[serde(default)]
+    deadline: Option<i64>,
 }
 
 /// The owner's answer: accepted, or refused with the agent error's code and message.
@@ -92,12 +148,20 @@ impl Agent {
     async fn on_control(&self, bus: &Bus, control: Control) {
         match control.topic.as_str() {
             CANCEL => {
-                let Some(task_id) = control.body.get("taskId").and_then(|v| v.as_str()) else {
+                let Ok(cancel) = serde_json::from_value::<Cancel>(control.body) else {
+                    tracing::warn!(from = %control.from, "unreadable forwarded cancel");
                     return;
                 };
+                let task_id = cancel.task_id.as_str();
+                if expired(cancel.deadline) {
+                    // Its sender has answered its caller already: acting now would turn
+                    // that answer into a lie.
+                    tracing::info!(%task_id, from = %control.from, "dropped a forwarded cancel that arrived after its deadline");
+                    return;
+                }
                 tracing::info!(%task_id, from = %control.from, "cancel forwarded by another replica");
                 if let Err(error) = self.cancel(task_id).await {
-                    tracing::warn!(%task_id, %error, "forwarded cancel failed");
+                    tracing::info!(%task_id, %error, "forwarded cancel not applied");
                 }
             }
             START_TURN => {
@@ -109,6 +173,11 @@ impl Agent {
                     }
                 };
                 let task_id = request.task_id.clone();
+                if expired(request.deadline) {
+                    // The forwarder settles it without us (see the module docs).
+                    tracing::info!(%task_id, context_id = %request.context_id, from = %control.from, "dropped a forwarded message that arrived after its deadline");
+                    return;
+                }
                 tracing::info!(%task_id, context_id = %request.context_id, from = %control.from, "message forwarded by another replica");
                 let started = self
                     .start_turn_as(
@@ -142,7 +211,9 @@ impl Agent {
     }
 
     /// Sends a cancel of `task_id` to `replica`, which runs its turn; `RunningElsewhere`
-    /// without a bus.
+    /// without a bus. When its delivery cannot be confirmed, the task's state after the
+    /// deadline decides (see the module docs): `ReplicaUnreachable` only when the cancel
+    /// had no effect.
     pub(super) async fn forward_cancel(
         &self,
         replica: String,
@@ -154,13 +225,37 @@ impl Agent {
                 replica,
             });
         };
-        bus.send_control(&replica, CANCEL, json!({ "taskId": task_id }))
-            .await
-            .map_err(|error| {
-                AgentError::Internal(format!(
-                    "could not reach replica {replica} running task {task_id}: {error}"
-                ))
-            })
+        let cancel = Cancel {
+            task_id: task_id.to_string(),
+            deadline: Some(deadline_from_now()),
+        };
+        let body = serde_json::to_value(&cancel)
+            .map_err(|error| AgentError::Internal(format!("forwarded cancel: {error}")))?;
+        let sent = tokio::time::timeout(REPLY_PATIENCE, bus.send_control(&replica, CANCEL, body));
+        let reason = match sent.await {
+            Ok(Ok(())) => return Ok(()),
+            Ok(Err(error)) => error.to_string(),
+            Err(_) => format!("no answer within {REPLY_PATIENCE:?}"),
+        };
+        tracing::info!(%task_id, %replica, %reason, "a forwarded cancel was not confirmed; settling it from the store");
+        let until = cancel.deadline.unwrap_or_default();
+        let wait = u64::try_from(until.saturating_sub(now_ms())).unwrap_or(0);
+        tokio::time::sleep(Duration::from_millis(wait) + SETTLE_MARGIN).await;
+        match self.shared.store.get_task(task_id).await {
+            Ok(Some(record)) if record.state.is_terminal() => Ok(()),
+            Ok(_) => Err(AgentError::ReplicaUnreachable {
+                replica,
+                task_id: task_id.to_string(),
+                reason,
+                settled: true,
+            }),
+            Err(error) => Err(AgentError::ReplicaUnreachable {
+                replica,
+                task_id: task_id.to_string(),
+                reason: format!("{reason}; then the store could not be read: {error}"),
+                settled: false,
+            }),
+        }
     }
 
     /// Whether new messages for contexts busy elsewhere can be sent there.
@@ -196,19 +291,34 @@ impl Agent {
             task_id: task_id.clone(),
             message,
             owner: owner.map(str::to_string),
+            deadline: Some(deadline_from_now()),
         };
         let body = serde_json::to_value(&request)
             .map_err(|error| AgentError::Internal(format!("forwarded message: {error}")))?;
-        bus.send_control(replica, START_TURN, body)
-            .await
-            .map_err(|error| {
+        let started = tokio::time::Instant::now();
+        let sent =
+            tokio::time::timeout(REPLY_PATIENCE, bus.send_control(replica, START_TURN, body)).await;
+        let reply = match sent {
+            Ok(Ok(())) => {
+                let left = REPLY_PATIENCE.saturating_sub(started.elapsed());
+                self.await_reply(&mut replies, &task_id, left).await
+            }
+            Ok(Err(error)) => {
                 tracing::warn!(%error, %replica, "could not forward a message");
-                busy()
-            })?;
-        let reply = self
-            .await_reply(&mut replies, &task_id, REPLY_PATIENCE)
-            .await
-            .ok_or_else(busy)?;
+                None
+            }
+            Err(_) => {
+                tracing::warn!(%replica, "forwarding a message timed out");
+                None
+            }
+        };
+        let reply = match reply {
+            Some(reply) => reply,
+            None => {
+                self.settle_unanswered(replica, context_id, &task_id)
+                    .await?
+            }
+        };
         if let Some(refusal) = reply.error {
             return Err(match (refusal.code.as_str(), refusal.limit) {
                 ("queue_full", Some(limit)) => AgentError::QueueFull {
@@ -226,11 +336,54 @@ impl Agent {
         Ok(self.remote_handle(context_id, task_id, start_seq))
     }
 
+    /// A forwarded message the owner did not answer in time: it ran (the owner created its
+    /// task — accepted after all) or it never will (the task is recorded `rejected` here
+    /// first, and the owner, finding the id taken, does not run it).
+    async fn settle_unanswered(
+        &self,
+        replica: &str,
+        context_id: &str,
+        task_id: &str,
+    ) -> Result<StartTurnReply, AgentError> {
+        let mut tombstone = TaskRecord::new(task_id, context_id, TaskState::Rejected);
+        tombstone.error = Some(ErrorInfo {
+            code: ErrorCode::Other(REPLICA_UNREACHABLE.into()),
+            message: format!(
+                "the message was not run: replica {replica}, which runs the context, could not be reached in time"
+            ),
+            retryable: true,
+        });
+        let unreachable = |settled: bool, reason: String| AgentError::ReplicaUnreachable {
+            replica: replica.to_string(),
+            task_id: task_id.to_string(),
+            reason,
+            settled,
+        };
+        match self.shared.store.create_task(&tombstone).await {
+            Ok(true) => {
+                tracing::info!(%task_id, %replica, "a forwarded message was not answered in time; refused for good");
+                Err(unreachable(true, "no answer in time".into()))
+            }
+            Ok(false) => {
+                tracing::info!(%task_id, %replica, "a forwarded message was accepted, though its answer was missed");
+                Ok(StartTurnReply {
+                    task_id: task_id.to_string(),
+                    error: None,
+                })
+            }
+            Err(error) => Err(unreachable(
+                false,
+                format!("no answer in time, and the store could not be written: {error}"),
+            )),
+        }
+    }
+
     /// Waits for the owner's answer to forwarded turn `task_id`. The answer can be missed
     /// while the owner accepted the turn — this replica's control queue overflowed
     /// (lagged) or the reply was lost — and answering `Busy` then would invite a retry
     /// that runs the message twice. The owner stores the task before it answers, so the
-    /// store settles it: asked on a lag, and once more when `patience` runs out.
+    /// store settles it: asked on a lag; when `patience` runs out, the caller settles it
+    /// for good ([`settle_unanswered`](Self::settle_unanswered)).
     async fn await_reply(
         &self,
         replies: &mut tokio::sync::broadcast::Receiver<Control>,
@@ -248,7 +401,7 @@ impl Agent {
                 None
             }
         };
-        let heard = tokio::time::timeout(patience, async {
+        tokio::time::timeout(patience, async {
             loop {
                 match replies.recv().await {
                     Ok(control) if control.topic == START_TURN_REPLY => {
@@ -270,11 +423,7 @@ impl Agent {
         })
         .await
         .ok()
-        .flatten();
-        match heard {
-            Some(reply) => Some(reply),
-            None => accepted().await,
-        }
+        .flatten()
     }
 
     /// A handle of a turn run by another replica: it follows the task in the log until

@@ -230,7 +230,10 @@ impl Agent {
         }
         let start_seq = store.event_log().last_seq(context_id).await?;
         let record = TaskRecord::new(&task_id, context_id, TaskState::Working);
-        store.put_task(&record).await?;
+        // Created once: a forwarded message whose forwarder gave up has its id taken.
+        if !store.create_task(&record).await? {
+            return Err(AgentError::Withdrawn(task_id));
+        }
         let emitter = self.emitter(context_id, &task_id, (0, 0));
         if let Err(error) = emitter.emit(self.task_created(Metadata::new())).await {
             self.abandon(record, &error).await;

@@ -144,7 +144,10 @@ impl Agent {
             [(QUEUED.to_string(), state)].into_iter().collect(),
         ));
         // Dropping the ticket on an error below takes the turn out of the queue again.
-        self.shared.store.put_task(&record).await?;
+        // Created once: a forwarded message whose forwarder gave up has its id taken.
+        if !self.shared.store.create_task(&record).await? {
+            return Err(AgentError::Withdrawn(task_id));
+        }
         let emitter = self.emitter(context_id, &task_id, (0, 0));
         let mut extra = Metadata::new();
         extra.insert("queued".into(), Value::Bool(true));

@@ -38,10 +38,30 @@ impl Agent {
     /// A task's record as this process knows it: the stored one, or — when its failure
     /// could not be stored — the failed record held in memory until writes work again.
     pub async fn get_task(&self, task_id: &str) -> Result<Option<TaskRecord>, AgentError> {
-        if let Some(record) = self.unrecorded.lock().get(task_id) {
-            return Ok(Some(record.clone()));
+        let held = self.unrecorded.lock().get(task_id).cloned();
+        let Some(held) = held else {
+            return Ok(self.shared.store.get_task(task_id).await?);
+        };
+        // The store wins once it has an ending: another replica ended the task (it took
+        // the lease this one lost), and that ending is the only one anyone will see.
+        match self.shared.store.get_task(task_id).await {
+            Ok(Some(stored)) if stored.state.is_terminal() => {
+                self.drop_held(&held, &stored);
+                Ok(Some(stored))
+            }
+            _ => Ok(Some(held)),
         }
-        Ok(self.shared.store.get_task(task_id).await?)
+    }
+
+    /// Forgets a held failure because the task already ended in the store.
+    fn drop_held(&self, held: &TaskRecord, stored: &TaskRecord) {
+        if self.unrecorded.lock().remove(&held.task_id).is_some() {
+            tracing::info!(
+                task_id = %held.task_id,
+                stored = %stored.state,
+                "dropped a held failure: the task already ended in the store (its lease was lost and taken over)"
+            );
+        }
     }
 
     /// Ok when the store can be written (probing it after a failure), after writing down
@@ -61,16 +81,43 @@ impl Agent {
 
     /// Writes the held failures to the store: the record, then `task-status: failed` and
     /// `task-complete` in the log. What still cannot be written stays held.
+    ///
+    /// A held failure is written only while the stored task is still running (`working`
+    /// or `submitted`) and — on a store shared by replicas — under the context's lease,
+    /// taken anew and so fencing everyone else out. A replica cut off from the database
+    /// loses its lease; whoever took the context over meanwhile has already ended the task
+    /// (`interrupted`) or continued it (then it is paused, running under its lease, or
+    /// over): the held failure is then dropped, never written as a second ending.
     async fn record_unrecorded(&self) {
         let held: Vec<TaskRecord> = self.unrecorded.lock().values().cloned().collect();
         for record in held {
-            let Ok(claim) = self.runs.claim(
-                &record.context_id,
-                &record.task_id,
-                CancellationToken::new(),
-            ) else {
+            let cancel = CancellationToken::new();
+            let Ok(claim) = self
+                .runs
+                .claim(&record.context_id, &record.task_id, cancel.clone())
+            else {
                 continue; // its context is busy now; next time
             };
+            let claim = match self.lease_or_locate(claim, &cancel, true).await {
+                Ok(super::lease::Leased::Here(claim)) => claim,
+                // Another replica runs the context now: it owns the task's fate; next time.
+                Ok(super::lease::Leased::Elsewhere(_)) => continue,
+                Err(error) => {
+                    tracing::debug!(%error, task_id = %record.task_id, "cannot lease the context of a held failure yet");
+                    continue;
+                }
+            };
+            match self.shared.store.get_task(&record.task_id).await {
+                Ok(Some(stored)) if !super::recovery::is_orphaned(stored.state) => {
+                    self.drop_held(&record, &stored);
+                    continue;
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::warn!(%error, task_id = %record.task_id, "still cannot read the task of a held failure");
+                    continue;
+                }
+            }
             let written = async {
                 self.shared.store.put_task(&record).await?;
                 let error = record.error.clone().unwrap_or_else(|| ErrorInfo {

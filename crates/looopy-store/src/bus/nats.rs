@@ -162,6 +162,11 @@ impl Nats {
             .into();
         let subject = format!("{}.control.{}", self.prefix, token(to));
         let what = format!("control message to {to}");
+        // Never handed to a disconnected client: it would keep the message and send it
+        // after reconnecting, long after its sender gave up on it.
+        if self.client.connection_state() != async_nats::connection::State::Connected {
+            return Err(bus_error(&what, "not connected"));
+        }
         let deadline = tokio::time::Instant::now() + self.timeout;
         loop {
             let sent = tokio::time::timeout_at(

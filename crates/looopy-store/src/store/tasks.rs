@@ -122,29 +122,37 @@ impl TaskRecord {
     }
 }
 
-fn upsert(conn: &Connection, task: &TaskRecord) -> Result<(), StoreError> {
+/// Writes `task`: replacing a task of the same id, or with `replace` false only when there
+/// is none. True when the row was written.
+fn upsert(conn: &Connection, task: &TaskRecord, replace: bool) -> Result<bool, StoreError> {
     let error = task.error.as_ref().map(encode_json).transpose()?;
     let pending = task.pending.as_ref().map(encode_json).transpose()?;
-    conn.prepare_cached(&format!(
-        "INSERT INTO tasks ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-         ON CONFLICT (task_id) DO UPDATE SET
+    let on_conflict = if replace {
+        "DO UPDATE SET
             context_id = excluded.context_id, parent_task_id = excluded.parent_task_id,
             state = excluded.state, created_at = excluded.created_at,
             updated_at = excluded.updated_at, error = excluded.error,
             result = excluded.result, pending = excluded.pending"
-    ))?
-    .execute(params![
-        task.task_id,
-        task.context_id,
-        task.parent_task_id,
-        task.state.as_str(),
-        encode_time(&task.created_at),
-        encode_time(&task.updated_at),
-        error,
-        task.result,
-        pending,
-    ])?;
-    Ok(())
+    } else {
+        "DO NOTHING"
+    };
+    let written = conn
+        .prepare_cached(&format!(
+            "INSERT INTO tasks ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+         ON CONFLICT (task_id) {on_conflict}"
+        ))?
+        .execute(params![
+            task.task_id,
+            task.context_id,
+            task.parent_task_id,
+            task.state.as_str(),
+            encode_time(&task.created_at),
+            encode_time(&task.updated_at),
+            error,
+            task.result,
+            pending,
+        ])?;
+    Ok(written > 0)
 }
 
 fn select_one(conn: &Connection, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
@@ -166,7 +174,27 @@ impl Store {
             };
         }
         let task = task.clone();
-        self.pool()?.run(move |conn| upsert(conn, &task)).await
+        self.pool()?
+            .run(move |conn| upsert(conn, &task, true).map(drop))
+            .await
+    }
+
+    /// Stores `task` only when no task with its id exists yet: true when it was created,
+    /// false when one was there (left as it was). On a shared store two replicas deciding
+    /// the fate of one forwarded message meet here — the owner creating the task, the
+    /// forwarder that gave up waiting recording it `rejected` — and the first writer wins,
+    /// so the message runs or is refused, never both. Fenced like
+    /// [`put_task`](Self::put_task) while this process holds the context's lease.
+    pub async fn create_task(&self, task: &TaskRecord) -> Result<bool, StoreError> {
+        if let Some(pg) = self.pg() {
+            let fence = self.event_log().fences().token(&task.context_id);
+            let fence = fence.map(|token| (self.replica_id(), token));
+            return pg.write_task(task, fence, false).await;
+        }
+        let task = task.clone();
+        self.pool()?
+            .run(move |conn| upsert(conn, &task, false))
+            .await
     }
 
     /// The task, if it exists.
@@ -269,7 +297,7 @@ impl Store {
                             task.state = TaskState::Failed;
                             task.updated_at = now;
                             task.error = Some(error.clone());
-                            upsert(&tx, &task)?;
+                            upsert(&tx, &task, true)?;
                             failed.push(task);
                         }
                         // A row that no longer decodes must not stop the others (recovery

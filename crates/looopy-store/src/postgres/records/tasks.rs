@@ -31,21 +31,32 @@ pub(super) fn decode(row: &Row) -> Result<TaskRecord, StoreError> {
     ))
 }
 
-async fn upsert(client: &impl GenericClient, task: &TaskRecord) -> Result<(), StoreError> {
+/// Writes `task`: replacing a task of the same id, or with `replace` false only when there
+/// is none. True when the row was written.
+async fn upsert(
+    client: &impl GenericClient,
+    task: &TaskRecord,
+    replace: bool,
+) -> Result<bool, StoreError> {
     let columns = TaskRecord::COLUMNS;
     let error = task.error.as_ref().map(encode_json).transpose()?;
     let pending = task.pending.as_ref().map(encode_json).transpose()?;
-    let statement = client
-        .prepare_cached(&format!(
-            "INSERT INTO tasks ({columns}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-             ON CONFLICT (task_id) DO UPDATE SET
+    let on_conflict = if replace {
+        "DO UPDATE SET
                 context_id = EXCLUDED.context_id, parent_task_id = EXCLUDED.parent_task_id,
                 state = EXCLUDED.state, created_at = EXCLUDED.created_at,
                 updated_at = EXCLUDED.updated_at, error = EXCLUDED.error,
                 result = EXCLUDED.result, pending = EXCLUDED.pending"
+    } else {
+        "DO NOTHING"
+    };
+    let statement = client
+        .prepare_cached(&format!(
+            "INSERT INTO tasks ({columns}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+             ON CONFLICT (task_id) {on_conflict}"
         ))
         .await?;
-    client
+    let written = client
         .execute(
             &statement,
             &[
@@ -61,13 +72,37 @@ async fn upsert(client: &impl GenericClient, task: &TaskRecord) -> Result<(), St
             ],
         )
         .await?;
-    Ok(())
+    Ok(written > 0)
 }
 
 impl PgBackend {
     /// See [`Store::put_task`](crate::Store::put_task).
     pub(crate) async fn put_task(&self, task: &TaskRecord) -> Result<(), StoreError> {
-        self.run(async |client| upsert(&*client, task).await).await
+        self.run(async |client| upsert(&*client, task, true).await.map(drop))
+            .await
+    }
+
+    /// See [`Store::create_task`](crate::Store::create_task) (`replace` false) and
+    /// [`put_task`](Self::put_task): with `fence` (the lease holder's owner and token),
+    /// written only while the context's lease row still carries them.
+    pub(crate) async fn write_task(
+        &self,
+        task: &TaskRecord,
+        fence: Option<(&str, i64)>,
+        replace: bool,
+    ) -> Result<bool, StoreError> {
+        self.run(async |client| {
+            let Some(fence) = fence else {
+                return upsert(&*client, task, replace).await;
+            };
+            let tx = client.transaction().await?;
+            let what = format!("task {}", task.task_id);
+            super::ensure_lease_held(&tx, &task.context_id, fence, &what).await?;
+            let written = upsert(&tx, task, replace).await?;
+            tx.commit().await?;
+            Ok(written)
+        })
+        .await
     }
 
     /// [`put_task`](Self::put_task) by the holder of the context's lease (`owner`, `token`):
@@ -80,15 +115,9 @@ impl PgBackend {
         owner: &str,
         token: i64,
     ) -> Result<(), StoreError> {
-        self.run(async |client| {
-            let tx = client.transaction().await?;
-            let what = format!("task {}", task.task_id);
-            super::ensure_lease_held(&tx, &task.context_id, (owner, token), &what).await?;
-            upsert(&tx, task).await?;
-            tx.commit().await?;
-            Ok(())
-        })
-        .await
+        self.write_task(task, Some((owner, token)), true)
+            .await
+            .map(drop)
     }
 
     /// See [`Store::get_task`](crate::Store::get_task).
@@ -188,7 +217,7 @@ impl PgBackend {
                         task.state = TaskState::Failed;
                         task.updated_at = now;
                         task.error = Some(error.clone());
-                        upsert(&tx, &task).await?;
+                        upsert(&tx, &task, true).await?;
                         failed.push(task);
                     }
                     // A row that no longer decodes must not stop the others (recovery runs

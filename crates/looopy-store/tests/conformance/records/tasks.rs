@@ -11,6 +11,7 @@ use serde_json::json;
 
 crate::conformance!(
     tasks_upsert_and_list_in_creation_order,
+    a_task_id_is_created_once_and_the_first_writer_wins,
     task_ids_order_ties_in_byte_order,
     active_task_is_the_newest_unfinished_task_of_the_context,
     tasks_in_the_given_states_fail_and_others_survive,
@@ -23,6 +24,27 @@ fn task(id: &str, ctx: &str, state: TaskState, age_secs: i64) -> TaskRecord {
     t.created_at = Utc::now() - Duration::seconds(age_secs);
     t.updated_at = t.created_at;
     t
+}
+
+/// The rule that settles a forwarded message between its owner and its forwarder: the
+/// first to create the task id wins, and the loser changes nothing.
+async fn a_task_id_is_created_once_and_the_first_writer_wins(store: Store) {
+    let first = task("t-1", "ctx", TaskState::Rejected, 0);
+    assert!(store.create_task(&first).await.unwrap());
+    let late = task("t-1", "ctx", TaskState::Working, 0);
+    assert!(!store.create_task(&late).await.unwrap());
+    let stored = store.get_task("t-1").await.unwrap().unwrap();
+    assert_eq!(stored.state, TaskState::Rejected);
+    // `put_task` still replaces, as before.
+    store.put_task(&late).await.unwrap();
+    let stored = store.get_task("t-1").await.unwrap().unwrap();
+    assert_eq!(stored.state, TaskState::Working);
+    assert!(
+        store
+            .create_task(&task("t-2", "ctx", TaskState::Working, 0))
+            .await
+            .unwrap()
+    );
 }
 
 fn ids(tasks: Vec<TaskRecord>) -> Vec<String> {
