@@ -24,20 +24,41 @@ fn compile(file: &str, include: &Path) -> FileDescriptorSet {
     protox::compile([file], [include]).unwrap_or_else(|e| panic!("{file} does not compile: {e}"))
 }
 
-/// What the generator makes of `proto/a2a.proto` now.
-fn generate() -> String {
+/// The server's codec: a request that is not valid protobuf is `INVALID_ARGUMENT`, not
+/// tonic's `INTERNAL` (see `looopy_a2a::grpc::status::RequestCodec`).
+const SERVER_CODEC: &str = "crate::grpc::status::RequestCodec";
+
+/// What the generator makes of `proto/a2a.proto` now, for one side: the messages and the
+/// server (with [`SERVER_CODEC`]), or the messages and the client (with tonic's codec).
+fn generate_side(server: bool) -> String {
     let fds = compile("a2a.proto", &manifest_dir().join("proto"));
     let out = tempfile::tempdir().unwrap();
-    tonic_prost_build::configure()
-        .build_server(true)
-        .build_client(true)
+    let mut builder = tonic_prost_build::configure()
+        .build_server(server)
+        .build_client(!server)
         // No `connect(url)` on the client: it would need tonic's transport; callers hand
         // the client any channel.
         .build_transport(false)
-        .out_dir(out.path())
-        .compile_fds(fds)
-        .unwrap();
+        .out_dir(out.path());
+    if server {
+        builder = builder.codec_path(SERVER_CODEC);
+    }
+    builder.compile_fds(fds).unwrap();
     std::fs::read_to_string(out.path().join("lf.a2a.v1.rs")).unwrap()
+}
+
+/// The checked-in file: the server side's output with the client side's client module put
+/// where the generator puts it (after the messages, before the server), so each side has
+/// its own codec.
+fn generate() -> String {
+    const CLIENT: &str = "/// Generated client implementations.\n";
+    const SERVER: &str = "/// Generated server implementations.\n";
+    let server = generate_side(true);
+    let client = generate_side(false);
+    let at = server.find(SERVER).expect("the server module");
+    let from = client.find(CLIENT).expect("the client module");
+    assert!(!server.contains(CLIENT) && !client.contains(SERVER));
+    format!("{}{}{}", &server[..at], &client[from..], &server[at..])
 }
 
 #[test]

@@ -30,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tonic::Status;
 use tower::ServiceExt;
+use tower_http::classify::GrpcFailureClass;
 use tower_http::trace::TraceLayer;
 
 use crate::conn::KillableListener;
@@ -64,9 +65,37 @@ fn app(state: AppState, http_port: u16) -> Router {
         .layer(middleware::from_fn_with_state(state, auth::authenticate))
         .layer(middleware::from_fn(as_grpc_status))
         // As for HTTP requests: the method's path only, never the metadata (tokens).
-        .layer(TraceLayer::new_for_grpc().make_span_with(
-            |request: &Request| tracing::info_span!("grpc", path = %request.uri().path()),
-        ))
+        .layer(
+            TraceLayer::new_for_grpc()
+                .make_span_with(
+                    |request: &Request| tracing::info_span!("grpc", path = %request.uri().path()),
+                )
+                .on_failure(log_failure),
+        )
+}
+
+/// Logs a call that did not end `OK` by whose fault it was (the default logs every status
+/// at ERROR, so any client could fill the log with malformed or refused requests): the
+/// server's faults (`looopy_a2a::grpc::status::is_server_fault`) at ERROR, everything a
+/// client caused or should expect (bad input, not found, unauthenticated, retry later…)
+/// at DEBUG.
+fn log_failure(class: GrpcFailureClass, latency: Duration, _span: &tracing::Span) {
+    let latency_ms = latency.as_millis();
+    match class {
+        GrpcFailureClass::Code(code) => {
+            let code = tonic::Code::from_i32(code.get());
+            if looopy_a2a::grpc::status::is_server_fault(code) {
+                tracing::error!(?code, latency_ms, "gRPC call failed");
+            } else {
+                tracing::debug!(?code, latency_ms, "gRPC call refused");
+            }
+        }
+        // The response itself broke (its body failed), not an answer: unusual, not
+        // necessarily ours (a connection that went away).
+        GrpcFailureClass::Error(error) => {
+            tracing::warn!(%error, latency_ms, "gRPC response failed");
+        }
+    }
 }
 
 /// Turns an HTTP error the shared middleware answered with (401 JSON) into the gRPC status

@@ -8,11 +8,20 @@
 //! params, internal error) get an `ErrorInfo` too (`INVALID_PARAMS`, `INTERNAL_ERROR`, as the
 //! official Python server does); "come back later" refusals, which JSON-RPC sends as
 //! internal errors with HTTP 429/503, are `RESOURCE_EXHAUSTED`/`UNAVAILABLE` here.
+//!
+//! A request that is not valid protobuf is refused by [`RequestCodec`], the server's codec,
+//! as `INVALID_ARGUMENT` (`INVALID_PARAMS`) rather than tonic's `INTERNAL`; and
+//! [`is_server_fault`] tells the host which statuses are its own faults, worth an error in
+//! its log, and which the client's.
+
+use std::marker::PhantomData;
 
 use axum::http::StatusCode;
 use prost::Message as _;
 use serde_json::Value;
+use tonic::codec::{BufferSettings, Codec, DecodeBuf, Decoder};
 use tonic::{Code, Status};
+use tonic_prost::ProstEncoder;
 
 use crate::http::RpcError;
 use crate::jsonrpc::{ErrorKind, JsonRpcError};
@@ -151,6 +160,68 @@ pub fn error_info(status: &Status) -> Option<ErrorInfo> {
         .and_then(|any| ErrorInfo::decode(any.value.as_slice()).ok())
 }
 
+/// Whether a status the server answered with is its own fault (`INTERNAL`, `UNKNOWN`,
+/// `DATA_LOSS`): an error for the operator. Every other code is a client's doing or an
+/// expected condition — a malformed or refused request, a missing task, no credentials,
+/// a deadline or cancellation, "come back later" — which any client can cause at will, so
+/// a host logs those below error level lest clients fill its log.
+pub fn is_server_fault(code: Code) -> bool {
+    matches!(code, Code::Internal | Code::Unknown | Code::DataLoss)
+}
+
+/// The gRPC server's codec (`proto::a2a_service_server` is generated with it): protobuf
+/// via prost, like `tonic_prost::ProstCodec`, except that a request message that does not
+/// decode is `INVALID_ARGUMENT` with an `INVALID_PARAMS` `ErrorInfo` — the client sent a
+/// malformed argument — where tonic answers `INTERNAL`, which reads as a server bug (and
+/// is what gRPC's status-code guide lists for "error parsing request proto"; Armeria
+/// changed it to `INVALID_ARGUMENT` for the same reason). The generated client keeps
+/// tonic's codec, so a malformed *answer* stays `INTERNAL` for a client.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestCodec<T, U>(PhantomData<(T, U)>);
+
+impl<T, U> Default for RequestCodec<T, U> {
+    fn default() -> Self {
+        Self(PhantomData)
+    }
+}
+
+impl<T, U> Codec for RequestCodec<T, U>
+where
+    T: prost::Message + Send + 'static,
+    U: prost::Message + Default + Send + 'static,
+{
+    type Encode = T;
+    type Decode = U;
+    type Encoder = ProstEncoder<T>;
+    type Decoder = RequestDecoder<U>;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        ProstEncoder::new(BufferSettings::default())
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        RequestDecoder(PhantomData)
+    }
+}
+
+/// [`RequestCodec`]'s decoder.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestDecoder<U>(PhantomData<U>);
+
+impl<U: prost::Message + Default> Decoder for RequestDecoder<U> {
+    type Item = U;
+    type Error = Status;
+
+    fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<U>, Status> {
+        U::decode(buf).map(Some).map_err(|e| {
+            status(
+                ErrorKind::InvalidParams,
+                format!("Invalid parameters: the request is not a valid protobuf message ({e})"),
+            )
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,6 +263,31 @@ mod tests {
                 (info.reason.as_str(), info.domain.as_str()),
                 (reason, ERROR_DOMAIN)
             );
+        }
+    }
+
+    #[test]
+    fn only_server_faults_are_server_faults() {
+        let server = [Code::Internal, Code::Unknown, Code::DataLoss];
+        for code in server {
+            assert!(is_server_fault(code), "{code:?}");
+        }
+        for code in [
+            Code::InvalidArgument,
+            Code::NotFound,
+            Code::Unauthenticated,
+            Code::PermissionDenied,
+            Code::FailedPrecondition,
+            Code::OutOfRange,
+            Code::Unimplemented,
+            Code::ResourceExhausted,
+            Code::Unavailable,
+            Code::Cancelled,
+            Code::DeadlineExceeded,
+            Code::AlreadyExists,
+            Code::Aborted,
+        ] {
+            assert!(!is_server_fault(code), "{code:?}");
         }
     }
 

@@ -1531,7 +1531,7 @@ pub mod a2a_service_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = SendMessageSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::grpc::status::RequestCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -1578,7 +1578,7 @@ pub mod a2a_service_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = SendStreamingMessageSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::grpc::status::RequestCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -1623,7 +1623,7 @@ pub mod a2a_service_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = GetTaskSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::grpc::status::RequestCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -1668,7 +1668,7 @@ pub mod a2a_service_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ListTasksSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::grpc::status::RequestCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -1713,7 +1713,7 @@ pub mod a2a_service_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = CancelTaskSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::grpc::status::RequestCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -1760,7 +1760,7 @@ pub mod a2a_service_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = SubscribeToTaskSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::grpc::status::RequestCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -1811,7 +1811,7 @@ pub mod a2a_service_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = CreateTaskPushNotificationConfigSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::grpc::status::RequestCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -1863,7 +1863,7 @@ pub mod a2a_service_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = GetTaskPushNotificationConfigSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::grpc::status::RequestCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -1915,7 +1915,7 @@ pub mod a2a_service_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ListTaskPushNotificationConfigsSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::grpc::status::RequestCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -1961,7 +1961,7 @@ pub mod a2a_service_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = GetExtendedAgentCardSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::grpc::status::RequestCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -2015,7 +2015,7 @@ pub mod a2a_service_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = DeleteTaskPushNotificationConfigSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::grpc::status::RequestCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
