@@ -1,7 +1,8 @@
 //! A2A conformance, the agent card (issue 11, failure 8) and the official Python SDK as
 //! the peer (`tests/e2e/conformance_sdk.py`): the v1.0 card checked against a JSON Schema
-//! of the specification's `AgentCard` and parsed strictly by the SDK, the v0.3 card that
-//! clients without `A2A-Version` get, caching headers, and a paused task subscribed to,
+//! of the specification's `AgentCard` and parsed strictly by the SDK (also without
+//! `A2A-Version`), the v0.3 card that `A2A-Version: 0.3` and the legacy `agent.json` get,
+//! caching headers, and a paused task subscribed to,
 //! answered and finished with the SDK's own client (v1.0 and its v0.3 transport). Rules
 //! 1–7: `conformance.rs`.
 //!
@@ -98,7 +99,7 @@ async fn card(server: &TestServer, headers: &[(&str, &str)]) -> reqwest::Respons
     within("the agent card", req.send()).await.unwrap()
 }
 
-// 8. The v1.0 card is schema-valid; the v0.3 card is served without the header; caching.
+// 8. The v1.0 card is schema-valid and the default; the v0.3 card on request; caching.
 #[tokio::test]
 async fn the_v1_card_is_schema_valid_and_v03_clients_get_theirs() {
     let schema = jsonschema::validator_for(&v1_card_schema()).unwrap();
@@ -140,9 +141,24 @@ async fn the_v1_card_is_schema_valid_and_v03_clients_get_theirs() {
         let by_query: Value = r.json().await.unwrap();
         assert!(schema.is_valid(&by_query));
 
-        // No header, or 0.3: the v0.3 card, which the v1.0 schema refuses.
-        for headers in [vec![], vec![("A2A-Version", "0.3")]] {
-            let old: Value = card(&server, &headers).await.json().await.unwrap();
+        // No header: the v1.0 card (what the TCK and a2a-sdk 1.x resolvers read).
+        let plain: Value = card(&server, &[]).await.json().await.unwrap();
+        assert!(schema.is_valid(&plain), "{plain:#}");
+        assert_eq!(plain["supportedInterfaces"][0]["url"], url.as_str());
+
+        // 0.3, or no header on the legacy path: the v0.3 card, which the v1.0 schema refuses.
+        let legacy = || async {
+            let r = server
+                .client
+                .get(server.url("/.well-known/agent.json"))
+                .send();
+            within("the legacy card", r).await.unwrap()
+        };
+        for response in [
+            card(&server, &[("A2A-Version", "0.3")]).await,
+            legacy().await,
+        ] {
+            let old: Value = response.json().await.unwrap();
             assert!(!schema.is_valid(&old));
             assert_eq!(old["url"], url.as_str());
             assert_eq!(old["preferredTransport"], "JSONRPC");
@@ -163,7 +179,7 @@ async fn the_v1_card_is_schema_valid_and_v03_clients_get_theirs() {
     assert!(h["cache-control"].to_str().unwrap().contains("max-age="));
     assert!(h["vary"].to_str().unwrap().contains("A2A-Version"));
     assert!(modified.ends_with(" GMT"), "{modified}");
-    let old = card(&server, &[]).await;
+    let old = card(&server, &[("A2A-Version", "0.3")]).await;
     assert_ne!(
         old.headers()["etag"].to_str().unwrap(),
         etag,
@@ -278,8 +294,12 @@ async fn conformance_python_sdk() {
         json!({"url": url, "binding": "JSONRPC", "version": "1.0"})
     );
     assert_eq!(v1["bearer"], "bearer");
-    // The card a v0.3 client fetches (no header) is a valid v0.3 card for the SDK's model,
-    // and the v1.0 SDK's own resolver reads it too (as a 0.3 interface).
+    // Without a header, `agent-card.json` is the same strict v1.0 card.
+    let plain = step("card-plain");
+    assert_eq!(plain["strict"], true, "{plain}");
+    assert_eq!(plain["interfaces"], v1["interfaces"]);
+    // The card a v0.3 client fetches at the legacy path (no header) is a valid v0.3 card for
+    // the SDK's model, and the v1.0 SDK's own resolver reads it too (as a 0.3 interface).
     let old = step("card-v03");
     assert_eq!(old["valid"], true, "{old}");
     assert_eq!(old["url"], url.as_str());

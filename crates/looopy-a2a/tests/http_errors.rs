@@ -190,7 +190,10 @@ async fn tokens_are_required_and_other_principals_tasks_do_not_exist() {
         .json()
         .await
         .unwrap();
-    assert_eq!(card["securitySchemes"]["bearer"]["scheme"], "bearer");
+    assert_eq!(
+        card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"],
+        "bearer"
+    );
 
     let alice = |method: &str, params: Value| {
         server
@@ -288,17 +291,32 @@ async fn the_agent_card_serves_both_versions_from_the_request_host() {
             .unwrap();
         assert_eq!(again.status(), 304);
     }
-    let r: Value = server
-        .client
-        .get(server.url("/.well-known/agent-card.json"))
-        .header("host", "agents.example:9000")
-        .send()
+    let fetch = |path: &'static str| {
+        server
+            .client
+            .get(server.url(path))
+            .header("host", "agents.example:9000")
+            .send()
+    };
+    // Without A2A-Version: the v1.0 card on `agent-card.json`, the v0.3 card (whose `url`
+    // is the same endpoint) on the legacy `agent.json`.
+    let r: Value = fetch("/.well-known/agent-card.json")
         .await
         .unwrap()
         .json()
         .await
         .unwrap();
-    // Without A2A-Version: the v0.3 card, whose `url` is the same endpoint.
+    assert!(r.get("url").is_none(), "{r}");
+    assert_eq!(
+        r["supportedInterfaces"][0]["url"],
+        "http://agents.example:9000/a2a"
+    );
+    let r: Value = fetch("/.well-known/agent.json")
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(r["url"], "http://agents.example:9000/a2a");
     server.shutdown().await;
 }

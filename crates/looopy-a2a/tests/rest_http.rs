@@ -119,6 +119,7 @@ async fn the_card_declares_the_rest_interface_at_its_base_url() {
     let old: Value = server
         .client
         .get(server.url("/.well-known/agent-card.json"))
+        .header("A2A-Version", "0.3")
         .send()
         .await
         .unwrap()

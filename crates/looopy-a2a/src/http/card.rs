@@ -1,17 +1,27 @@
 //! The agent card at `/.well-known/agent-card.json` (and the older `agent.json`).
 //!
-//! Two documents, chosen by the request's `A2A-Version` (header or query parameter), the
-//! way every other A2A request picks its version:
+//! Two documents, chosen by the request's `A2A-Version` (header or query parameter) and
+//! path:
 //!
-//! - `1.0` (or any 1.x): a schema-valid v1.0 card — `supportedInterfaces` with `url`,
-//!   `protocolBinding` and `protocolVersion` each, v1.0 `securitySchemes` — and nothing of
-//!   v0.3 (`url`, `preferredTransport`, `protocolVersion`, `stateTransitionHistory`), so
-//!   strict ProtoJSON parsers accept it.
-//! - absent, empty or `0.3`: a v0.3 card (`url`, `preferredTransport`, `protocolVersion`,
-//!   v0.3 security), because the specification says a request without the header comes
-//!   from a 0.3 client, and v0.3 SDKs never send it. The v1.0 SDK's `ClientFactory` sends
-//!   `A2A-Version: 1.0` on its card fetch; a v1.0 client that fetches the card without the
-//!   header still parses the v0.3 card (the SDK converts it) and speaks 0.3.
+//! - `1.0` (or any 1.x), and **no version at all on `agent-card.json`**: a schema-valid
+//!   v1.0 card — `supportedInterfaces` with `url`, `protocolBinding` and `protocolVersion`
+//!   each, v1.0 `securitySchemes` — and nothing of v0.3 (`url`, `preferredTransport`,
+//!   `protocolVersion`, `stateTransitionHistory`).
+//! - `0.3` explicitly, or no version on the legacy path `agent.json`: a v0.3 card (`url`,
+//!   `preferredTransport`, `protocolVersion`, v0.3 security).
+//!
+//! Why v1.0 without a header, although the specification assumes 0.3 for requests without
+//! one: card discovery happens before any version is negotiated, and the clients that fetch
+//! `agent-card.json` without a header want different things from byte-identical requests
+//! (`GET`, httpx's default headers). The official TCK and the a2a-sdk 1.x
+//! `A2ACardResolver` need `supportedInterfaces` (the TCK errors on every test without
+//! it); the a2a-sdk 0.3.x resolver needs `url`. One document cannot serve both: the v1.0
+//! JSON schema forbids additional properties (`url` fails the TCK's MUST CARD-STRUCT-001,
+//! checked with its validator), and the 0.3.x pydantic `AgentCard` requires `url`. So the
+//! newest version wins the shared path, as the a2a-sdk 1.x server does, and v0.3 clients
+//! get their card by saying `A2A-Version: 0.3` or at `/.well-known/agent.json`
+//! (a2a-sdk 0.3.x: `relative_card_path='/.well-known/agent.json'`). Every v1.0 card still
+//! lists the v0.3 JSON-RPC interface last, so a v1.0-aware client can speak 0.3 from it.
 //!
 //! Both list what this server serves: JSON-RPC always (v1.0 and v0.3 at the same URL),
 //! plus the interfaces the host declares ([`A2aHost::extra_interfaces`]: REST, gRPC).
@@ -39,6 +49,10 @@ use sha2::{Digest, Sha256};
 
 use super::RPC_PATH;
 use crate::{A2aHost, ProtocolVersion};
+
+/// The card's path before A2A v0.3 renamed it to `agent-card.json`; served the v0.3 card
+/// when the request names no version.
+pub const LEGACY_CARD_PATH: &str = "/.well-known/agent.json";
 
 /// The `protocolBinding` of JSON-RPC.
 pub const BINDING_JSONRPC: &str = "JSONRPC";
@@ -306,7 +320,8 @@ pub(crate) async fn get_agent_card<H: A2aHost>(
 }
 
 /// The card version a request asks for: its `A2A-Version` (header, else query
-/// parameter); absent, empty or unreadable means 0.3, an unknown version the newest.
+/// parameter); absent or empty means 1.0 on `agent-card.json` and 0.3 on the legacy
+/// `agent.json` (see the module docs), an unknown version the newest.
 fn card_version(headers: &HeaderMap, uri: &Uri) -> ProtocolVersion {
     let declared = headers
         .get("a2a-version")
@@ -314,7 +329,8 @@ fn card_version(headers: &HeaderMap, uri: &Uri) -> ProtocolVersion {
         .map(str::to_owned)
         .or_else(|| super::rpc::version_query(uri));
     match declared.as_deref().map(str::trim) {
-        None | Some("") => ProtocolVersion::V0_3,
+        None | Some("") if uri.path().ends_with(LEGACY_CARD_PATH) => ProtocolVersion::V0_3,
+        None | Some("") => ProtocolVersion::V1_0,
         Some(v) => ProtocolVersion::from_header(Some(v)).unwrap_or(ProtocolVersion::V1_0),
     }
 }
@@ -491,8 +507,12 @@ mod tests {
             .parse()
             .unwrap();
         let v = |h: &[(&'static str, &str)], uri: &Uri| card_version(&headers(h), uri);
-        assert_eq!(v(&[], &plain), ProtocolVersion::V0_3);
-        assert_eq!(v(&[("a2a-version", " ")], &plain), ProtocolVersion::V0_3);
+        let legacy: Uri = "/.well-known/agent.json".parse().unwrap();
+        assert_eq!(v(&[], &plain), ProtocolVersion::V1_0);
+        assert_eq!(v(&[("a2a-version", " ")], &plain), ProtocolVersion::V1_0);
+        assert_eq!(v(&[], &legacy), ProtocolVersion::V0_3);
+        assert_eq!(v(&[("a2a-version", "1.0")], &legacy), ProtocolVersion::V1_0);
+        assert_eq!(v(&[("a2a-version", "0.3")], &legacy), ProtocolVersion::V0_3);
         assert_eq!(v(&[("a2a-version", "0.3")], &plain), ProtocolVersion::V0_3);
         assert_eq!(v(&[("a2a-version", "1.0")], &plain), ProtocolVersion::V1_0);
         assert_eq!(v(&[("a2a-version", "9.9")], &plain), ProtocolVersion::V1_0);

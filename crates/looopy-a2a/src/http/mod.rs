@@ -5,7 +5,7 @@
 //!
 //! | route | |
 //! |---|---|
-//! | `GET /.well-known/agent-card.json`, `GET /.well-known/agent.json` | the agent card (public): v1.0 with `A2A-Version: 1.0`, v0.3 without it |
+//! | `GET /.well-known/agent-card.json`, `GET /.well-known/agent.json` | the agent card (public): v1.0, or v0.3 with `A2A-Version: 0.3` and on `agent.json` without a version (why: `http/card.rs`) |
 //! | `POST /a2a`, `POST /a2a/` | JSON-RPC 2.0: `SendMessage`, `SendStreamingMessage`, `GetTask`, `ListTasks`, `CancelTask`, `SubscribeToTask` (v1.0); `message/send`, `message/stream`, `tasks/get`, `tasks/cancel`, `tasks/resubscribe` (v0.3) |
 //! | `/a2a/rest/…` | the same v1.0 operations over HTTP+JSON ([`crate::rest`]) |
 //!
@@ -88,7 +88,7 @@ use crate::HostError;
 
 pub use card::{
     AgentCapabilities, AgentInterface, BINDING_GRPC, BINDING_HTTP_JSON, BINDING_JSONRPC,
-    agent_card_json, agent_card_v1, agent_card_v03, supported_interfaces,
+    LEGACY_CARD_PATH, agent_card_json, agent_card_v1, agent_card_v03, supported_interfaces,
 };
 pub use error::{RpcError, rpc_error};
 
@@ -105,7 +105,7 @@ pub fn routes<H: A2aHost>() -> Router<H> {
             "/.well-known/agent-card.json",
             get(card::get_agent_card::<H>),
         )
-        .route("/.well-known/agent.json", get(card::get_agent_card::<H>))
+        .route(card::LEGACY_CARD_PATH, get(card::get_agent_card::<H>))
         .route(RPC_PATH, post(rpc::handle::<H>))
         // Clients that join a base URL and a path often post with a trailing slash.
         .route(RPC_PATH_SLASH, post(rpc::handle::<H>))

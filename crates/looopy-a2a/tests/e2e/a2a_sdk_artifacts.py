@@ -183,7 +183,7 @@ async def run(client, http, version):
 
 
 async def main(base_url, token):
-    # A2A-Version as the SDK's ClientFactory sends it: without it the card is the v0.3 one.
+    # A2A-Version as the SDK's ClientFactory sends it (the card is the v1.0 one either way).
     headers = {"Authorization": f"Bearer {token}", "A2A-Version": "1.0"}
     async with httpx.AsyncClient(headers=headers, timeout=60.0) as http:
         card = await A2ACardResolver(http, base_url).get_agent_card()

@@ -49,7 +49,7 @@ def user_message(text, **ids):
 
 async def main(base_url, token):
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    # A2A-Version as the SDK's ClientFactory sends it: without it the card is the v0.3 one.
+    # A2A-Version as the SDK's ClientFactory sends it (the card is the v1.0 one either way).
     headers["A2A-Version"] = "1.0"
     async with httpx.AsyncClient(headers=headers, timeout=30.0) as http:
         card = await A2ACardResolver(http, base_url).get_agent_card()

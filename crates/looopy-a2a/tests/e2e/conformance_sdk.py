@@ -5,8 +5,11 @@ Usage: conformance_sdk.py <base-url> <bearer-token>
 
   card-v1      the card fetched with `A2A-Version: 1.0`, parsed strictly (ProtoJSON,
                unknown fields are errors) into the SDK's v1.0 AgentCard
-  card-v03     the card fetched without the header (what a v0.3 client sends), validated
-               with the SDK's v0.3 pydantic AgentCard, and read by the v1.0 resolver
+  card-plain   the card fetched without the header (the TCK, A2ACardResolver), parsed
+               strictly like card-v1
+  card-v03     the card at the legacy /.well-known/agent.json without the header (what a
+               v0.3 client is pointed at), validated with the SDK's v0.3 pydantic
+               AgentCard, and read by the v1.0 resolver
   factory      ClientFactory.create_from_url: the card it resolves (it sends A2A-Version)
   v1-*, v03-*  over v1.0 and the SDK's v0.3 transport: a task paused for input, subscribed
                to while paused, answered by a follow-up message with its own messageId;
@@ -37,6 +40,7 @@ from a2a.types import (
 )
 
 CARD = "/.well-known/agent-card.json"
+LEGACY_CARD = "/.well-known/agent.json"
 
 
 def emit(step, **fields):
@@ -122,8 +126,14 @@ async def main(base_url, token):
             bearer=card.security_schemes["bearer"].http_auth_security_scheme.scheme,
         )
 
-        # What a v0.3 client fetches: no A2A-Version header.
+        # No A2A-Version header (the TCK, A2ACardResolver): the same strict v1.0 card.
         r = await http.get(base_url + CARD)
+        r.raise_for_status()
+        plain = ParseDict(r.json(), AgentCard())
+        emit("card-plain", strict=True, interfaces=interfaces(plain))
+
+        # What a v0.3 client fetches at the legacy path: no A2A-Version header.
+        r = await http.get(base_url + LEGACY_CARD)
         r.raise_for_status()
         old = types_v03.AgentCard.model_validate(r.json())
         resolved = parse_agent_card(r.json())
