@@ -120,11 +120,12 @@ async fn the_official_python_grpc_client_sends_streams_resumes_and_gets_typed_er
         .collect();
     assert_eq!(lines.last().unwrap()["step"], "done", "{stdout}");
 
-    // The card declares the listener at the host the client used, and the SDK picked it.
+    // The card declares the listener at the host the client used, as a gRPC target that
+    // grpc.aio dials as is, and the SDK picked it.
     let card = one(&lines, "card");
     assert_eq!(
         card["grpc"][0],
-        format!("http://127.0.0.1:{}", grpc.port()).as_str()
+        format!("127.0.0.1:{}", grpc.port()).as_str()
     );
     assert_eq!(one(&lines, "transport")["transport"], "GrpcTransport");
 

@@ -329,10 +329,7 @@ async fn unknown_methods_are_unimplemented_and_the_card_declares_the_listener() 
         .iter()
         .find(|i| i["protocolBinding"] == "GRPC")
         .unwrap_or_else(|| panic!("no GRPC interface: {card}"));
-    assert_eq!(
-        grpc_interface["url"],
-        format!("http://127.0.0.1:{}", addr.port())
-    );
+    assert_eq!(grpc_interface["url"], format!("127.0.0.1:{}", addr.port()));
     assert_eq!(grpc_interface["protocolVersion"], "1.0");
     server.shutdown().await;
 }

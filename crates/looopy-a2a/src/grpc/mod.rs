@@ -52,12 +52,23 @@ pub mod proto {
 /// The full gRPC path prefix of the service (`/lf.a2a.v1.A2AService/`), for routing.
 pub const SERVICE_PATH: &str = "/lf.a2a.v1.A2AService/";
 
-/// The URL of a gRPC listener on `grpc_port` for the agent card served at `card_base`
-/// (`scheme://host[:port]`, as the client addressed the HTTP endpoint): the same scheme and
-/// host name, the gRPC port — `http://localhost:50051`. (gRPC libraries that take a target
-/// rather than a URL, like Python's `grpc.aio.insecure_channel`, want `localhost:50051`.)
+/// The card's `url` of a gRPC listener on `grpc_port`, for the agent card served at
+/// `card_base` (`scheme://host[:port]`, as the client addressed the HTTP endpoint): the same
+/// host name and the gRPC port as a gRPC *target*, `host:port` (`localhost:50051`,
+/// `[::1]:50051`), without a scheme.
+///
+/// Why no `http://`: gRPC libraries take a target, not a URL, and the official clients pass
+/// the card's `url` to them as is. grpcio (`grpc.aio.insecure_channel(url)`, used by the
+/// a2a-sdk and the A2A TCK) fails on `http://host:port` ("Misformatted domain name");
+/// grpc-go resolves `host:port` with its default `dns` resolver; tonic wants a scheme, which
+/// Looopy's own client adds to a schemeless gRPC `url` (and it still accepts
+/// `http://host:port` from other agents' cards).
 pub fn interface_url(card_base: &str, grpc_port: u16) -> String {
-    service::with_port(card_base, grpc_port)
+    let url = service::with_port(card_base, grpc_port);
+    match url.split_once("://") {
+        Some((_, target)) => target.to_owned(),
+        None => url,
+    }
 }
 
 /// [`A2aGrpc`] over `host` as a tower service, with its HTTP endpoint on `http_port` (for
@@ -67,4 +78,20 @@ pub fn service<H: A2aHost>(
     http_port: u16,
 ) -> proto::a2a_service_server::A2aServiceServer<A2aGrpc<H>> {
     proto::a2a_service_server::A2aServiceServer::new(A2aGrpc::new(host).with_http_port(http_port))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_interface_url_is_a_grpc_target_on_the_cards_host() {
+        let cases = [
+            ("http://127.0.0.1:8080", "127.0.0.1:50051"),
+            ("https://agent.example", "agent.example:50051"),
+            ("http://[::1]:8080", "[::1]:50051"),
+            ("localhost:1", "localhost:50051"),
+        ];
+        for (base, want) in cases {
+            assert_eq!(super::interface_url(base, 50051), want, "{base}");
+        }
+    }
 }

@@ -55,11 +55,6 @@ def user_message(text=None, parts=None, **ids):
     return Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=parts, **ids)
 
 
-def target(url):
-    """grpc.aio wants `host:port`; the card's URL is `http://host:port`."""
-    return url.split("://", 1)[-1].rstrip("/")
-
-
 def error_name(e):
     """The SDK's error type for a failed call (what its GrpcTransport raises)."""
     if isinstance(e, grpc.aio.AioRpcError):
@@ -102,7 +97,8 @@ async def main(base_url, token, other_token):
     channels = []
 
     def channel(url):
-        ch = grpc.aio.insecure_channel(target(url))
+        # The card's url is a gRPC target (`host:port`): dialled as is.
+        ch = grpc.aio.insecure_channel(url)
         channels.append(ch)
         return ch
 
