@@ -18,7 +18,11 @@
 //! The HTTP half ([`http`]) is the A2A endpoint of an agent. It does not know the server
 //! that mounts it: the server implements [`A2aHost`] (who is calling, stream slots,
 //! starting turns under its limits, SSE framing) and merges [`routes`] into its router, so
-//! `looopy-server` depends on this crate and not the reverse.
+//! `looopy-server` depends on this crate and not the reverse. Its agent card is the v1.0 card
+//! unless a client asks for v0.3 (`A2A-Version: 0.3`, or the legacy `/.well-known/agent.json`
+//! without a version): a request without `A2A-Version` is what the official TCK and the
+//! a2a-sdk resolvers send, and no one card can satisfy both the strict v1.0 schema and the
+//! v0.3 SDK's model (the reasoning is in `src/http/card.rs`).
 //!
 //! The [`client`] (feature `client`, on by default) calls remote agents: `A2aClient::connect(url)`,
 //! then `send`, `send_streaming`, `get_task`, `cancel_task`, `subscribe`, over JSON-RPC or
