@@ -221,14 +221,7 @@ async fn the_oauth_callback_completes_the_flow_and_refuses_forged_states() {
         .unwrap();
     assert_eq!(forged.status(), 400);
     assert_eq!(auth.token_requests(), 0);
-    let declined = server
-        .client
-        .get(server.url("/v1/oauth/callback?error=access_denied&state=x"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(declined.status(), 400);
-    assert!(declined.text().await.unwrap().contains("access_denied"));
+    declined_callbacks_reflect_only_what_a_valid_state_vouches_for(&server, &url).await;
 
     // The user's browser: to the authorization server, then back to the callback (no token
     // on that request: the state is what binds it).
@@ -242,4 +235,76 @@ async fn the_oauth_callback_completes_the_flow_and_refuses_forged_states() {
     let done = wait_for(&server, &id, "completed").await;
     assert_eq!(done["result"], "ok: read");
     server.shutdown().await;
+}
+
+/// Anyone can send a browser to the callback: with a forged state, the page reflects none
+/// of the query (a stranger's tens of KB of markup on the server's origin); with the state the
+/// task waits for, the authorization server's error shows, clipped and escaped. Either
+/// page carries the headers of every HTML page, and the task keeps waiting.
+async fn declined_callbacks_reflect_only_what_a_valid_state_vouches_for(
+    server: &TestServer,
+    auth_url: &str,
+) {
+    let callback = |query: Vec<(&'static str, String)>| {
+        server
+            .client
+            .get(server.url("/v1/oauth/callback"))
+            .query(&query)
+            .send()
+    };
+    let hostile = "<script>alert('pwned')</script> Call +1-555 now. ".repeat(600);
+    assert!(hostile.len() > 25_000);
+    let forged = callback(vec![
+        ("error", "access_denied<img src=x onerror=alert(1)>".into()),
+        ("error_description", hostile.clone()),
+        ("state", "x".into()),
+    ])
+    .await
+    .unwrap();
+    assert_eq!(forged.status(), 400);
+    assert_html_page_headers(forged.headers());
+    let page = forged.text().await.unwrap();
+    for reflected in ["access_denied", "alert", "pwned", "555", "img"] {
+        assert!(!page.contains(reflected), "{reflected:?} reflected: {page}");
+    }
+    assert!(page.contains("Authorization was not granted"), "{page}");
+
+    let state = reqwest::Url::parse(auth_url)
+        .unwrap()
+        .query_pairs()
+        .find(|(k, _)| k == "state")
+        .map(|(_, v)| v.into_owned())
+        .unwrap();
+    let real = callback(vec![
+        ("error", "access_denied".into()),
+        ("error_description", hostile),
+        ("state", state),
+    ])
+    .await
+    .unwrap();
+    assert_eq!(real.status(), 400);
+    assert_html_page_headers(real.headers());
+    let page = real.text().await.unwrap();
+    assert!(page.contains("access_denied"), "{page}");
+    assert!(page.contains("&lt;script&gt;alert("), "{page}");
+    assert!(!page.contains("<script>"), "{page}");
+    assert!(
+        page.len() < 2_000,
+        "the description is clipped: {} bytes",
+        page.len()
+    );
+}
+
+fn assert_html_page_headers(headers: &reqwest::header::HeaderMap) {
+    assert_eq!(headers["content-type"], "text/html; charset=utf-8");
+    assert_eq!(headers["x-frame-options"], "DENY");
+    assert_eq!(headers["x-content-type-options"], "nosniff");
+    assert_eq!(headers["referrer-policy"], "no-referrer");
+    let csp = headers["content-security-policy"].to_str().unwrap();
+    assert!(csp.starts_with("default-src 'none'"), "{csp}");
+    assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
+    assert!(
+        !csp.contains("unsafe") && !csp.contains("script-src"),
+        "{csp}"
+    );
 }

@@ -16,6 +16,7 @@ async fn the_page_is_served_publicly_with_protective_headers() {
     assert_eq!(h["content-type"], "text/html; charset=utf-8");
     assert_eq!(h["referrer-policy"], "no-referrer");
     assert_eq!(h["x-content-type-options"], "nosniff");
+    assert_eq!(h["x-frame-options"], "DENY");
     let csp = h["content-security-policy"].to_str().unwrap();
     assert!(csp.starts_with("default-src 'none'"), "{csp}");
     assert!(csp.contains("connect-src 'self'"), "{csp}");

@@ -162,6 +162,27 @@ impl Agent {
             .await
     }
 
+    /// Whether a task waits for an OAuth callback with exactly this `state`; changes
+    /// nothing. A callback page uses it before showing anything the request carries: with
+    /// a forged or stale state, the rest of the query is only a stranger's text.
+    pub async fn oauth_state_pending(&self, state: &str) -> bool {
+        // A state is a task id and a random suffix; anything longer is not one of ours.
+        const LONGEST_STATE: usize = 512;
+        if state.len() > LONGEST_STATE {
+            return false;
+        }
+        let Some((task_id, _)) = state.rsplit_once(crate::turn::STATE_SEPARATOR) else {
+            return false;
+        };
+        let Ok(Some(record)) = self.get_task(task_id).await else {
+            return false;
+        };
+        let Ok((_, auth)) = waiting_auth(&record) else {
+            return false;
+        };
+        auth.oauth.as_ref().is_some_and(|o| same(&o.state, state))
+    }
+
     async fn resume_authorized(
         &self,
         record: TaskRecord,

@@ -56,7 +56,8 @@
 //!
 //! The response's Content-Security-Policy allows exactly the page's own inline script and
 //! style (by hash) and connections to this origin, so even a bug that rendered event text
-//! as HTML could not run anything. `blob:` is allowed for images (previews of streamed
+//! as HTML could not run anything. It also carries `X-Frame-Options: DENY` and
+//! `X-Content-Type-Options: nosniff`, like every HTML page of the server ([`protect_html`]). `blob:` is allowed for images (previews of streamed
 //! images) and connections (reading back a download link's content, as the browser test
 //! does): a `blob:` URL can only be minted by this origin's own script.
 //!
@@ -86,6 +87,7 @@ use axum::Router;
 use axum::http::HeaderValue;
 use axum::http::header::{
     CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, REFERRER_POLICY, X_CONTENT_TYPE_OPTIONS,
+    X_FRAME_OPTIONS,
 };
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -131,14 +133,23 @@ async fn index() -> Response {
             HeaderValue::from_static("text/html; charset=utf-8"),
         ),
         (CACHE_CONTROL, HeaderValue::from_static("no-cache")),
-        (X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")),
-        (REFERRER_POLICY, HeaderValue::from_static("no-referrer")),
     ];
     let mut response = (headers, page()).into_response();
-    if let Ok(csp) = HeaderValue::from_str(content_security_policy()) {
-        response.headers_mut().insert(CONTENT_SECURITY_POLICY, csp);
-    }
+    protect_html(&mut response, content_security_policy());
     response
+}
+
+/// What every HTML page of the server carries: its Content-Security-Policy, no framing
+/// (`X-Frame-Options: DENY` too, for browsers that predate `frame-ancestors`), no MIME
+/// sniffing, and no `Referer` (a page's URL may hold a token or an OAuth code).
+pub(crate) fn protect_html(response: &mut Response, csp: &str) {
+    let headers = response.headers_mut();
+    if let Ok(csp) = HeaderValue::from_str(csp) {
+        headers.insert(CONTENT_SECURITY_POLICY, csp);
+    }
+    headers.insert(X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
 }
 
 /// The page's Content-Security-Policy, computed once from the embedded file.
@@ -163,8 +174,12 @@ fn inline_hash(html: &str, open: &str, close: &str) -> String {
     let Some(len) = html[start..].find(close) else {
         return "'none'".into();
     };
-    let digest = Sha256::digest(&html.as_bytes()[start..start + len]);
-    format!("'sha256-{}'", base64(&digest))
+    csp_hash(&html[start..start + len])
+}
+
+/// `'sha256-…'`: the CSP source that allows an inline element with exactly this text.
+pub(crate) fn csp_hash(text: &str) -> String {
+    format!("'sha256-{}'", base64(&Sha256::digest(text.as_bytes())))
 }
 
 /// Standard base64 with padding (what CSP hashes use).
