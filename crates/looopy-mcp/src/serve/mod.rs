@@ -37,6 +37,7 @@ mod answer;
 mod ask;
 mod host;
 mod progress;
+mod stdio;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -56,6 +57,7 @@ pub use host::{AgentHost, McpHost, Started};
 pub use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService,
 };
+pub use stdio::MAX_LINE_BYTES;
 
 /// The streamable-HTTP endpoint of a host ([`http_service`]): a tower service.
 pub type HttpService<H> = StreamableHttpService<AskServer<H>, LocalSessionManager>;
@@ -285,21 +287,19 @@ fn as_object(value: Value) -> JsonObject {
 /// Serves `host`'s agent over this process's stdin and stdout until the client closes the
 /// connection or `shutdown` resolves, then lets running turns end (see
 /// [`AgentHost::drain`], [`EXIT_GRACE`]). Stdout carries only MCP messages: log with
-/// `tracing` to stderr.
+/// `tracing` to stderr. A message (one line) over [`MAX_LINE_BYTES`] is skipped and
+/// answered with a JSON-RPC error (`-32600`, with its `id` when the line's start shows it);
+/// the lines after it are served as usual.
 pub async fn serve_stdio(
     host: AgentHost,
     options: ServeOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
     // Non-blocking pipes when the client launched us with pipes (it does): a blocking
-    // read of stdin could not be abandoned at exit.
-    let result = serve_on(
-        host.clone(),
-        options,
-        rmcp::transport::io::stdio_pipes(),
-        shutdown,
-    )
-    .await;
+    // read of stdin could not be abandoned at exit. A line over the limit is answered
+    // with an error rather than dropped in silence (see `stdio`).
+    let (read, write) = rmcp::transport::io::stdio_pipes();
+    let result = serve_on(host.clone(), options, stdio::guarded(read, write), shutdown).await;
     host.drain(EXIT_GRACE).await;
     result
 }
