@@ -9,18 +9,13 @@
 mod cluster;
 mod support;
 
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use cluster::{cluster_with, post_message, replay};
 use looopy_testkit::services::{self, TestSchema};
 use serde_json::Value;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::task::AbortHandle;
-
-use cluster::{cluster_with, post_message, replay};
 use support::PATIENCE;
+use support::proxy::CutProxy;
 
 async fn get(url: &str) -> (u16, String) {
     let response = reqwest::Client::new()
@@ -94,67 +89,6 @@ async fn wait_metrics(base: &str, series: &str) -> String {
         }
         assert!(Instant::now() < deadline, "no {series} in:\n{metrics}");
         tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// A TCP relay to `target` that can cut every connection and refuse (close) new ones.
-struct CutProxy {
-    addr: SocketAddr,
-    cut: Arc<AtomicBool>,
-    links: Arc<Mutex<Vec<AbortHandle>>>,
-    accept: AbortHandle,
-}
-
-impl CutProxy {
-    async fn start(target: String) -> CutProxy {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let cut = Arc::new(AtomicBool::new(false));
-        let links = Arc::new(Mutex::new(Vec::new()));
-        let accept = tokio::spawn({
-            let cut = Arc::clone(&cut);
-            let links = Arc::clone(&links);
-            async move {
-                while let Ok((mut client, _)) = listener.accept().await {
-                    if cut.load(Ordering::SeqCst) {
-                        continue; // dropped: the client sees the connection closed
-                    }
-                    let target = target.clone();
-                    let link = tokio::spawn(async move {
-                        if let Ok(mut server) = TcpStream::connect(&target).await {
-                            let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
-                        }
-                    });
-                    links.lock().unwrap().push(link.abort_handle());
-                }
-            }
-        })
-        .abort_handle();
-        CutProxy {
-            addr,
-            cut,
-            links,
-            accept,
-        }
-    }
-
-    /// Closes every open connection and refuses new ones until [`CutProxy::restore`].
-    fn cut(&self) {
-        self.cut.store(true, Ordering::SeqCst);
-        for link in self.links.lock().unwrap().drain(..) {
-            link.abort();
-        }
-    }
-
-    fn restore(&self) {
-        self.cut.store(false, Ordering::SeqCst);
-    }
-}
-
-impl Drop for CutProxy {
-    fn drop(&mut self) {
-        self.accept.abort();
-        self.cut();
     }
 }
 

@@ -49,6 +49,21 @@ pub fn replica_command(
 ) -> Command {
     std::fs::create_dir_all(home).unwrap();
     let mut command = support::serve_in(home, "127.0.0.1:0", db);
+    replica_args(&mut command, nats, prefix, id, lease, script);
+    command
+}
+
+/// What makes `command` (a `looopy serve`, e.g. from [`support::serve_in`] on a fixed
+/// address) replica `id` of a cluster: the bus (`nats` under `prefix`, or LISTEN/NOTIFY
+/// without), the lease time, the scripted model's `script`.
+pub fn replica_args<'a>(
+    command: &'a mut Command,
+    nats: Option<&str>,
+    prefix: &str,
+    id: &str,
+    lease: &str,
+    script: &Path,
+) -> &'a mut Command {
     match nats {
         Some(nats) => command
             .args(["--nats", nats])
@@ -59,8 +74,7 @@ pub fn replica_command(
         .args(["--replica-id", id])
         .args(["--lease-ttl", lease])
         .arg("--script")
-        .arg(script);
-    command
+        .arg(script)
 }
 
 pub struct Cluster {

@@ -3,6 +3,8 @@
 //! context's SSE stream, measure the server's resident memory.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod proxy;
+
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
