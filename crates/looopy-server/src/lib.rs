@@ -79,6 +79,7 @@
 )]
 
 mod a2a_host;
+pub mod agui;
 pub mod ai_sdk;
 pub mod auth;
 pub mod body;

@@ -68,6 +68,7 @@ pub fn app(state: AppState) -> Router {
     let config = state.config().clone();
     let app = Router::new()
         .merge(routes::api_routes())
+        .merge(crate::agui::routes())
         .merge(crate::ai_sdk::routes())
         .merge(crate::metrics::routes(&state))
         .merge(looopy_a2a::routes::<AppState>())
