@@ -376,7 +376,6 @@ impl Mapper {
     /// any other question gets a dynamic `looopy_input` part whose call id is the input id.
     /// A `data-looopy-input` part carries the whole request (prompt, type, schema, options).
     fn input_required(&mut self, event: &Event, request: &InputRequired, out: &mut Vec<Chunk>) {
-        self.open_step(out);
         self.close_text(out);
         let asking = request
             .metadata
@@ -391,6 +390,8 @@ impl Mapper {
         let meta = json!({"looopyInputId": request.input_id, "prompt": request.prompt});
         let tool_call_id = match asking {
             Some((id, (name, input))) => {
+                // Announced again in place: a new step here would make the client add a
+                // second part for the same call instead of updating this one.
                 out.push(
                     Part::ToolInputAvailable {
                         tool_call_id: id.clone(),
@@ -404,6 +405,8 @@ impl Mapper {
                 id
             }
             None => {
+                // Its own part, in a step (the model call that asked may have ended).
+                self.open_step(out);
                 let id = request.input_id.clone();
                 let mut input = json!({"prompt": request.prompt, "inputType": request.input_type});
                 if let Some(schema) = &request.schema {

@@ -211,16 +211,32 @@ fn a_question_is_the_asking_tool_part_awaiting_its_output() {
                     metadata: Metadata::new(),
                 }),
             ),
+            (
+                ROOT,
+                EventPayload::ContentComplete(ContentComplete {
+                    content: String::new(),
+                    finish_reason: Some("tool_calls".into()),
+                }),
+            ),
             (ROOT, ask("input-1", Some("call-ask"))),
             (ROOT, status(TaskState::WaitingInput)),
         ],
     );
-    let again = &chunks[5];
+    // Announced again in the step that made the call (a new step would make the client
+    // add a second part for the same call).
+    assert_eq!(
+        types(&chunks)
+            .iter()
+            .filter(|t| **t == "start-step")
+            .count(),
+        1
+    );
+    let again = &chunks[6];
     assert_eq!(again["type"], "tool-input-available");
     assert_eq!(again["toolCallId"], "call-ask");
     assert_eq!(again["toolMetadata"]["looopyInputId"], "input-1");
-    assert_eq!(chunks[6]["type"], "data-looopy-input");
-    assert_eq!(chunks[6]["data"]["toolCallId"], "call-ask");
+    assert_eq!(chunks[7]["type"], "data-looopy-input");
+    assert_eq!(chunks[7]["data"]["toolCallId"], "call-ask");
     assert_eq!(chunks.last().unwrap()["finishReason"], "tool-calls");
     assert!(mapper.is_settled());
 }
