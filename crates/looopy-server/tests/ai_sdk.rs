@@ -212,6 +212,64 @@ async fn a_question_is_a_tool_part_awaiting_output_and_the_output_answers_it() {
 }
 
 #[tokio::test]
+async fn a_question_outlives_a_server_restart() {
+    let mut server = server(|_| {}).await;
+    let first = Chunks::new(
+        post_chat(
+            &server,
+            &body("ctx-ai-restart", vec![user("m-1", "ask me something")]),
+            None,
+        )
+        .await,
+    )
+    .rest()
+    .await;
+    let task = first[0]["messageId"].as_str().unwrap().to_string();
+    let asked = first
+        .iter()
+        .rev()
+        .find(|c| c["type"] == "tool-input-available")
+        .unwrap()
+        .clone();
+    server.wait_state(&task, "waiting-input").await;
+    // The same database, a new server process state.
+    let dir = std::mem::replace(&mut server.dir, tempfile::tempdir().unwrap());
+    server.shutdown().await;
+    let server = looopy_testkit::server::TestServer::on_store(
+        dir,
+        looopy_llm::scripted::ScriptedProvider::new(script()),
+        |_| {},
+    )
+    .await;
+    // A plain user message answers the open question too.
+    let answer = body(
+        "ctx-ai-restart",
+        vec![
+            user("m-1", "ask me something"),
+            json!({"id": task, "role": "assistant", "parts": [{
+                "type": "tool-ask_user", "toolCallId": asked["toolCallId"],
+                "state": "input-available", "input": asked["input"],
+                "toolMetadata": asked["toolMetadata"],
+            }]}),
+            user("m-2", "Grace"),
+        ],
+    );
+    let second = Chunks::new(post_chat(&server, &answer, None).await)
+        .rest()
+        .await;
+    // A new assistant message (the client's last message is the user's), same turn.
+    assert_ne!(second[0]["messageId"], task.as_str());
+    assert_eq!(second[0]["messageMetadata"]["taskId"], task.as_str());
+    assert!(
+        text(&second).contains("You answered: Grace"),
+        "{}",
+        text(&second)
+    );
+    server.wait_state(&task, "completed").await;
+    server.shutdown().await;
+}
+
+#[tokio::test]
 async fn resume_replays_the_running_turn_from_its_first_chunk_then_204() {
     let server = server(|_| {}).await;
     let resume = |server: &looopy_testkit::server::TestServer| {

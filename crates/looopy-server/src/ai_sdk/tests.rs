@@ -354,3 +354,48 @@ fn frames_are_data_lines() {
         "data: {\"type\":\"text-delta\",\"id\":\"t\",\"delta\":\"a\\nb\"}\n\n"
     );
 }
+
+#[test]
+fn artifacts_link_their_download_route_and_data_is_a_data_part() {
+    use looopy_protocol::event::{DataWrite, FileWrite};
+    let file = |index, complete, data: &str| {
+        EventPayload::FileWrite(FileWrite {
+            artifact_id: "art-1".into(),
+            data: data.into(),
+            index,
+            complete,
+            name: (index == 0).then(|| "poem.txt".to_string()),
+            description: None,
+            mime_type: (index == 0).then(|| "text/markdown".to_string()),
+            encoding: None,
+            metadata: Metadata::new(),
+        })
+    };
+    let mut mapper = Mapper::new("ctx-1", ROOT, ROOT, "https://looopy.example");
+    let chunks = run(
+        &mut mapper,
+        vec![
+            (ROOT, file(0, false, "roses ")),
+            (ROOT, file(1, true, "are red")),
+            (
+                "task-child",
+                EventPayload::DataWrite(DataWrite {
+                    artifact_id: "art-2".into(),
+                    name: Some("scores".into()),
+                    description: None,
+                    data: json!({"a": 1}),
+                    metadata: Metadata::new(),
+                }),
+            ),
+        ],
+    );
+    assert_eq!(types(&chunks), ["start", "file", "data-looopy-artifact"]);
+    assert_eq!(
+        chunks[1]["url"],
+        "https://looopy.example/v1/tasks/task-root/artifacts/art-1"
+    );
+    assert_eq!(chunks[1]["mediaType"], "text/markdown");
+    assert_eq!(chunks[2]["id"], "art-2");
+    assert_eq!(chunks[2]["data"]["data"], json!({"a": 1}));
+    assert_eq!(chunks[2]["data"]["taskId"], "task-child");
+}
