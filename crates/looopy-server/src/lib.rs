@@ -22,6 +22,7 @@
 //! | `GET /v1/tasks/{taskId}/artifacts` | `{"artifacts": [{artifactId, name, kind, mimeType, size, sha256, createdAt, complete}]}` |
 //! | `POST /v1/tasks/{taskId}/input` `{"inputId","value"}` | answer an input request and resume (202, or SSE as above) |
 //! | `POST /v1/tasks/{taskId}/cancel` | cancel a task (202) |
+//! | `POST /v1/ai-sdk/chat`, `GET /v1/ai-sdk/chat/{id}/stream`, `POST /v1/ai-sdk/chat/{id}/stop` | the Vercel AI SDK's UI message stream for `useChat` ([`ai_sdk`]) |
 //! | `GET /healthz` | liveness |
 //! | `POST`/`GET`/`DELETE /mcp` | the agent as an MCP server (streamable HTTP): its `ask` tool ([`mcp`]) |
 //! | `GET /metrics` | Prometheus text format ([`metrics`]); behind authentication unless [`ServerConfig::metrics_public`] |
