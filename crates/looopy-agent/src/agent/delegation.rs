@@ -66,8 +66,13 @@ impl Agent {
             Some(_) => self.shared.store.load_messages(&record.context_id).await?,
             None => Vec::new(),
         };
-        self.context_turn(record, emitter, cancel, stored, counters)
-            .await
+        let mut turn = self
+            .context_turn(record, emitter, cancel, stored, counters)
+            .await?;
+        if let Some(pending) = pending {
+            turn.restore_client_tools(&pending.client_tools);
+        }
+        Ok(turn)
     }
 
     /// A turn of this agent over `stored` (the context's history) that knows, before any

@@ -156,6 +156,28 @@ impl Agent {
             .await
     }
 
+    /// [`start_turn_with`](Self::start_turn_with), offering the caller's own tools to the
+    /// model for this turn (see [`ClientTools`](crate::tool::ClientTools)): a call to one
+    /// pauses the turn with an `input-required` of type `tool-execution` (naming the call
+    /// in `metadata.toolCallId`), answered with [`provide_input`](Self::provide_input)
+    /// and the tool's result. Such a turn is never queued or forwarded (its tools would not
+    /// travel): on a context with a running turn it is refused with `QueueFull`, and when
+    /// another replica runs the context with `Busy`.
+    pub async fn start_turn_with_client_tools(
+        &self,
+        context_id: impl TryInto<ContextId, Error: Into<AgentError>>,
+        message: Message,
+        owner: Option<&str>,
+        tools: crate::tool::ClientTools,
+    ) -> Result<TurnHandle, AgentError> {
+        if tools.is_empty() {
+            return self.start_turn_with(context_id, message, owner).await;
+        }
+        let forward = self.can_forward();
+        self.start_turn_inner(context_id, new_task_id(), message, owner, forward, tools)
+            .await
+    }
+
     /// [`start_turn_with`](Self::start_turn_with) as task `task_id`; `forward`: send it to
     /// the replica running the context's turn when that is another one.
     async fn start_turn_as(
@@ -165,6 +187,21 @@ impl Agent {
         message: Message,
         owner: Option<&str>,
         forward: bool,
+    ) -> Result<TurnHandle, AgentError> {
+        let tools = crate::tool::ClientTools::default();
+        self.start_turn_inner(context_id, task_id, message, owner, forward, tools)
+            .await
+    }
+
+    /// [`start_turn_as`](Self::start_turn_as) with the turn's client tools.
+    async fn start_turn_inner(
+        &self,
+        context_id: impl TryInto<ContextId, Error: Into<AgentError>>,
+        task_id: String,
+        message: Message,
+        owner: Option<&str>,
+        forward: bool,
+        client_tools: crate::tool::ClientTools,
     ) -> Result<TurnHandle, AgentError> {
         let context_id: ContextId = context_id.try_into().map_err(Into::into)?;
         let context_id = context_id.as_str();
@@ -185,15 +222,28 @@ impl Agent {
             role: looopy_protocol::message::Role::User,
             ..message
         };
-        let claim = match self.runs.claim_or_queue(
-            context_id,
-            &task_id,
-            cancel.clone(),
-            queue::entry(&user),
-            self.shared.config.max_queued_turns,
-        )? {
+        // A turn with client tools is never queued (its tools would not be kept): a
+        // context with a running turn is `Busy`.
+        let place = if client_tools.is_empty() {
+            self.runs.claim_or_queue(
+                context_id,
+                &task_id,
+                cancel.clone(),
+                queue::entry(&user),
+                self.shared.config.max_queued_turns,
+            )?
+        } else {
+            Place::Claimed(self.runs.claim(context_id, &task_id, cancel.clone())?)
+        };
+        let claim = match place {
             Place::Claimed(claim) => match self.lease_or_locate(claim, &cancel, forward).await? {
                 lease::Leased::Here(claim) => claim,
+                lease::Leased::Elsewhere(_) if !client_tools.is_empty() => {
+                    return Err(AgentError::Busy {
+                        context_id: context_id.to_string(),
+                        task_id,
+                    });
+                }
                 lease::Leased::Elsewhere(replica) => {
                     return self
                         .forward_turn(&replica, context_id, task_id, user, owner)
@@ -239,7 +289,8 @@ impl Agent {
             self.abandon(record, &error).await;
             return Err(error.into());
         }
-        let turn = self.begin(record, user, emitter, cancel).await?;
+        let mut turn = self.begin(record, user, emitter, cancel).await?;
+        turn.use_client_tools(client_tools);
         Ok(self.spawn(turn, claim, Work::Start, start_seq))
     }
 

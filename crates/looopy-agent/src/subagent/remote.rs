@@ -250,6 +250,7 @@ async fn settle(
                 },
                 content: String::new(),
                 reasoning: Vec::new(),
+                client_tools: Vec::new(),
                 calls: Vec::new(),
                 paused: Vec::new(),
                 input: PendingInput {

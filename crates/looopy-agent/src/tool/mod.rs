@@ -12,6 +12,7 @@
 
 mod artifacts;
 mod builtin;
+mod client;
 mod context;
 mod dynamic;
 pub(crate) mod exec;
@@ -33,6 +34,7 @@ pub use artifacts::{
 };
 pub use builtin::{AskUser, AskUserArgs, Calculator, CalculatorArgs, CurrentTime, CurrentTimeArgs};
 pub use builtin::{CalcError, evaluate};
+pub use client::ClientTools;
 pub use context::{InputRequest, ProgressSink, ToolContext};
 pub use dynamic::{DynTool, ToolFuture};
 pub use func::{FnTool, IntoDynTool, tool_fn};

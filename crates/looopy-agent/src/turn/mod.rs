@@ -38,7 +38,7 @@ use crate::emit::Emitter;
 use crate::history::trim_history;
 use crate::subagent::Team;
 use crate::tool::exec::{ToolOutcome, ToolRunner};
-use crate::tool::{InputRequest, ToolRegistry};
+use crate::tool::{ClientTools, InputRequest, ToolRegistry};
 use pending::PendingCall;
 use step::{StepEnd, StepOutput, run_step};
 
@@ -119,6 +119,8 @@ pub(crate) struct Turn {
     pub(crate) ancestors: Option<crate::subagent::Ancestors>,
     /// Who answered the input request a resumed run starts with.
     pub(crate) answered_by: crate::InputSource,
+    /// Tools the caller runs itself, offered for this turn (see [`ClientTools`]).
+    pub(crate) client_tools: ClientTools,
 }
 
 impl Counters {
@@ -189,6 +191,29 @@ impl Turn {
             span,
             ancestors: None,
             answered_by: crate::InputSource::default(),
+            client_tools: ClientTools::default(),
+        }
+    }
+
+    /// Offers `tools` (the caller's own) to the model for this turn, besides the agent's;
+    /// a call to one pauses the turn for its result.
+    pub(crate) fn use_client_tools(&mut self, tools: ClientTools) {
+        if !tools.is_empty() {
+            self.runner.registry = Arc::new(tools.with_agent_tools(&self.shared.tools));
+        }
+        self.client_tools = tools;
+    }
+
+    /// [`use_client_tools`](Self::use_client_tools) with the definitions a pause kept.
+    pub(crate) fn restore_client_tools(&mut self, definitions: &[looopy_llm::ToolDefinition]) {
+        if definitions.is_empty() {
+            return;
+        }
+        match ClientTools::new(definitions.to_vec()) {
+            Ok(tools) => self.use_client_tools(tools),
+            // Checked when the turn started; a stored copy that no longer compiles
+            // (a newer validator) leaves the calls to fail as unknown tools.
+            Err(error) => tracing::warn!(%error, "a paused turn's client tools are invalid"),
         }
     }
 
@@ -241,10 +266,19 @@ impl Turn {
         }
     }
 
-    /// The agent's tools, then the sub-agents it may call.
+    /// The agent's tools, then the sub-agents it may call, then the caller's own tools
+    /// (those whose names the agent does not use).
     fn tool_definitions(&self) -> Vec<looopy_llm::ToolDefinition> {
         let mut definitions = self.shared.tools.definitions();
         definitions.extend(self.shared.team.definitions(&self.shared.delegates));
+        let client = self
+            .client_tools
+            .definitions()
+            .iter()
+            .filter(|d| !definitions.iter().any(|own| own.name == d.name))
+            .cloned()
+            .collect::<Vec<_>>();
+        definitions.extend(client);
         definitions
     }
 
@@ -457,6 +491,7 @@ impl Turn {
                 auth: None,
             },
             child: None,
+            client_tools: self.client_tools.definitions().to_vec(),
         };
         match ask {
             Some(ask) => self.wait_for(pending, ask).await,

@@ -34,6 +34,10 @@ pub(crate) struct PendingTurn {
     /// conversation (not in the context's history).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) child: Option<crate::subagent::ChildState>,
+    /// The turn's client-side tools ([`crate::tool::ClientTools`]), offered again when it
+    /// resumes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) client_tools: Vec<looopy_llm::ToolDefinition>,
 }
 
 /// Running totals of a turn, carried across a pause.
@@ -200,6 +204,7 @@ mod tests {
             },
             content: "let me ask".into(),
             reasoning: vec![],
+            client_tools: vec![],
             calls: vec![
                 PendingCall {
                     call: call("a"),
