@@ -94,6 +94,8 @@ pub mod guarantees;
 mod limits;
 pub mod mcp;
 pub mod metrics;
+pub mod openai;
+mod open_turns;
 pub mod push;
 mod replicas;
 mod routes;

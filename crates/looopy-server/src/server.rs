@@ -70,6 +70,7 @@ pub fn app(state: AppState) -> Router {
         .merge(routes::api_routes())
         .merge(crate::agui::routes())
         .merge(crate::ai_sdk::routes())
+        .merge(crate::openai::routes())
         .merge(crate::metrics::routes(&state))
         .merge(looopy_a2a::routes::<AppState>())
         .merge(web::routes())

@@ -5,10 +5,8 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use looopy_agent::{Agent, PendingInputView};
 use looopy_protocol::ids::{ContextId, is_valid_id};
 use looopy_protocol::{Message, TaskState};
-use looopy_store::{TaskQuery, TaskRecord};
 use serde_json::{Value, json};
 
 use super::chunk::STREAM_HEADER;
@@ -18,17 +16,9 @@ use super::request::{Ask, ChatRequest};
 use crate::auth::Principal;
 use crate::events::{CloseRule, EventFilter};
 use crate::extract::{ApiJson, Connection, IdPath};
+use crate::open_turns::{open_tasks, running_task, waiting_input};
 use crate::state::{StreamRequest, Streams};
 use crate::{ApiError, AppState, ConnHandle, StreamPermit};
-
-/// The states of a turn that is not over: running, queued or paused.
-const OPEN_STATES: [TaskState; 5] = [
-    TaskState::Working,
-    TaskState::WaitingSubtask,
-    TaskState::WaitingInput,
-    TaskState::WaitingAuth,
-    TaskState::Submitted,
-];
 
 /// `POST /v1/ai-sdk/chat`: a new turn from the last user message, or the answer to the
 /// question the chat is paused on; answers the turn's UI message stream.
@@ -244,64 +234,4 @@ fn base_url(state: &AppState) -> String {
         .as_deref()
         .map(|url| url.trim_end_matches('/').to_string())
         .unwrap_or_default()
-}
-
-/// The question a chat is paused on: the top-level task waiting for input (or waiting for
-/// a sub-agent that does), the task the answer goes to, and the request.
-struct Waiting {
-    root: String,
-    answering: String,
-    pending: PendingInputView,
-}
-
-async fn waiting_input(agent: &Agent, context_id: &str) -> Result<Option<Waiting>, ApiError> {
-    for task in open_tasks(agent, context_id).await? {
-        if let Some(pending) = Agent::pending_input(&task) {
-            return Ok(Some(Waiting {
-                root: task.task_id.clone(),
-                answering: task.task_id,
-                pending,
-            }));
-        }
-        if task.state == TaskState::WaitingSubtask {
-            if let Some((child, pending)) = agent.waiting_descendant(&task).await? {
-                return Ok(Some(Waiting {
-                    root: task.task_id,
-                    answering: child.task_id,
-                    pending,
-                }));
-            }
-        }
-    }
-    Ok(None)
-}
-
-/// The top-level turn of the chat that runs now (working, or waiting for a sub-agent that
-/// is itself not waiting for an answer).
-async fn running_task(agent: &Agent, context_id: &str) -> Result<Option<TaskRecord>, ApiError> {
-    for task in open_tasks(agent, context_id).await? {
-        match task.state {
-            TaskState::Working => return Ok(Some(task)),
-            TaskState::WaitingSubtask if agent.waiting_descendant(&task).await?.is_none() => {
-                return Ok(Some(task));
-            }
-            _ => {}
-        }
-    }
-    Ok(None)
-}
-
-/// The chat's top-level tasks that are not over, most recently updated first.
-async fn open_tasks(agent: &Agent, context_id: &str) -> Result<Vec<TaskRecord>, ApiError> {
-    let page = agent
-        .store()
-        .list_tasks_page(TaskQuery {
-            context_id: Some(context_id.to_string()),
-            top_level_only: true,
-            states: Some(OPEN_STATES.to_vec()),
-            limit: 16,
-            ..TaskQuery::default()
-        })
-        .await?;
-    Ok(page.tasks)
 }
