@@ -83,6 +83,11 @@ async fn a_client_tool_call_pauses_and_its_result_resumes_the_turn_in_a_new_proc
         assert_eq!(required["metadata"]["toolName"], "get_weather");
         // No result yet: the call is the client's to run.
         assert!(!events.iter().any(|e| e.kind() == "tool-complete"));
+        let record = store.get_task(&task_id).await.unwrap().unwrap();
+        assert_eq!(
+            looopy_agent::Agent::pending_tool_call(&record),
+            Some(("call-w".to_string(), "get_weather".to_string()))
+        );
         store.close().await.unwrap();
         (task_id, required["inputId"].as_str().unwrap().to_string())
     };

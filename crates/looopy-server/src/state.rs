@@ -187,6 +187,21 @@ impl AppState {
         context_id: &str,
         message: looopy_protocol::Message,
     ) -> Result<TurnStarted, HostError> {
+        let tools = looopy_agent::tool::ClientTools::default();
+        self.start_turn_with_client_tools(principal, context_id, message, tools)
+            .await
+    }
+
+    /// [`start_turn_with`](Self::start_turn_with), offering the caller's own tools to the
+    /// model for this turn (see [`Agent::start_turn_with_client_tools`]; such a turn is
+    /// never queued: 409 `busy` while another turn of the context runs).
+    pub async fn start_turn_with_client_tools(
+        &self,
+        principal: &Principal,
+        context_id: &str,
+        message: looopy_protocol::Message,
+        tools: looopy_agent::tool::ClientTools,
+    ) -> Result<TurnStarted, HostError> {
         self.check_message_size(message.content.len())?;
         if self.is_shutting_down() {
             return Err(HostError::ShuttingDown);
@@ -194,7 +209,12 @@ impl AppState {
         let agent = self.agent();
         let handle = self
             .retry_while_settling(|| {
-                agent.start_turn_with(context_id, message.clone(), principal.id())
+                agent.start_turn_with_client_tools(
+                    context_id,
+                    message.clone(),
+                    principal.id(),
+                    tools.clone(),
+                )
             })
             .await?;
         Ok(self.started(handle))

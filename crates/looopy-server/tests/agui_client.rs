@@ -1,7 +1,8 @@
 //! The official AG-UI client against a real server on loopback: `@ag-ui/client` 1.0.0's
 //! `HttpAgent` (with its event enforcement and verifier) and `@ag-ui/core` 1.0.0's schemas,
 //! in node, running `tests/e2e/agui_client.cjs` — a calculator turn, an interrupt answered
-//! by `resume`, reconnects at several cursors, and a sub-agent's attributed events. Any
+//! by `resume`, reconnects at several cursors, a sub-agent's attributed events, and a
+//! frontend tool's round trip (a pending call, the client's result, the answer). Any
 //! warning the client logs (unknown fields, nulls) fails the scenario.
 //!
 //! Skipped (with a message) when node or the packages are missing, unless
@@ -133,5 +134,24 @@ async fn the_official_client_sees_the_sub_agents_events_attributed() {
     let report = scenario(&server, "research").await;
     assert!(report["attributed"].as_u64().unwrap() >= 3, "{report}");
     assert!(report["subMessages"].as_u64().unwrap() >= 1, "{report}");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_official_client_round_trips_a_frontend_tool() {
+    if available().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let server = agui_support::server_on(dir.path(), |_| {}).await;
+    let report = scenario(&server, "frontend").await;
+    assert_eq!(report["pending"].as_array().unwrap().len(), 1, "{report}");
+    assert!(
+        report["answer"]
+            .as_str()
+            .unwrap()
+            .contains("Done: background is blue"),
+        "{report}"
+    );
     server.shutdown().await;
 }

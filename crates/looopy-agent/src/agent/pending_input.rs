@@ -43,6 +43,19 @@ impl super::Agent {
         PendingInputView::of(task)
     }
 
+    /// The tool call a task waiting for input is asking about — `(toolCallId, toolName)`
+    /// as in its `input-required` event's metadata — so a client answering a client-side
+    /// tool's call ([`crate::tool::ClientTools`]) can be matched to it. `None` unless
+    /// the task waits for input asked by a call.
+    pub fn pending_tool_call(task: &TaskRecord) -> Option<(String, String)> {
+        if task.state != TaskState::WaitingInput {
+            return None;
+        }
+        let pending = PendingTurn::from_value(task.pending.as_ref()?)?;
+        let call = &pending.current()?.call;
+        Some((call.id.clone(), call.name.clone()))
+    }
+
     /// For a task paused in `waiting-subtask`: the first descendant (in call order, depth
     /// first) that waits for input, with its request — the question a client of the
     /// parent should be shown, and the task its answer goes to. `None` when no

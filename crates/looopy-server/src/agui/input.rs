@@ -6,6 +6,7 @@
 //! taken, and stored once with its AG-UI id. Unknown fields are ignored, as AG-UI's own
 //! schema does (it is open); fields of the wrong type are a 400.
 
+use looopy_agent::tool::{ClientTools, ToolDefinition};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -18,9 +19,9 @@ pub(crate) struct RunAgentInput {
     pub thread_id: String,
     pub run_id: String,
     pub messages: Vec<InputMessage>,
-    /// Frontend tools; not offered to the model yet (documented).
+    /// Frontend tools: offered to the model for this run ([`client_tools`](Self::client_tools)).
     #[serde(default)]
-    pub tools: Vec<Value>,
+    pub tools: Vec<InputTool>,
     /// Ambient context entries; accepted and not used (documented).
     #[serde(default)]
     #[allow(dead_code)]
@@ -38,6 +39,15 @@ pub(crate) struct ContextEntry {
     pub value: String,
 }
 
+/// A frontend tool: the client runs it.
+#[derive(Debug, Deserialize)]
+pub(crate) struct InputTool {
+    pub name: String,
+    pub description: String,
+    #[serde(default)]
+    pub parameters: Option<Value>,
+}
+
 /// One message of the conversation, as much of it as Looopy reads.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -46,6 +56,9 @@ pub(crate) struct InputMessage {
     pub role: String,
     #[serde(default)]
     pub content: Option<Value>,
+    /// For `tool` messages: the call answered.
+    #[serde(default)]
+    pub tool_call_id: Option<String>,
 }
 
 /// An answer to one interrupt.
@@ -65,11 +78,51 @@ pub(crate) enum ResumeStatus {
     Cancelled,
 }
 
+/// A frontend tool's result the client sends (a `tool` message).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct ToolResult {
+    /// The AG-UI tool call id (`{taskId}:{callId}`).
+    pub tool_call_id: String,
+    pub content: String,
+}
+
 /// The new user message of a run: the AG-UI message id and its text.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct NewMessage {
     pub id: String,
     pub text: String,
+}
+
+/// The text of a message's content: a string, or text parts (joined by newlines); media
+/// parts are `400 unsupported_content`.
+fn text_of(content: Option<&Value>) -> Result<String, ApiError> {
+    match content {
+        Some(Value::String(text)) => Ok(text.clone()),
+        Some(Value::Array(parts)) => {
+            let mut text = String::new();
+            for part in parts {
+                match (part.get("type").and_then(Value::as_str), part.get("text")) {
+                    (Some("text"), Some(Value::String(piece))) => {
+                        if !text.is_empty() {
+                            text.push('\n');
+                        }
+                        text.push_str(piece);
+                    }
+                    (kind, _) => {
+                        return Err(ApiError::bad_request(
+                            "unsupported_content",
+                            format!(
+                                "content part {:?} is not supported: send text",
+                                kind.unwrap_or("?")
+                            ),
+                        ));
+                    }
+                }
+            }
+            Ok(text)
+        }
+        _ => Ok(String::new()),
+    }
 }
 
 impl RunAgentInput {
@@ -83,6 +136,46 @@ impl RunAgentInput {
                 format!("this server speaks AG-UI 1.x, not {v:?}"),
             )),
         }
+    }
+
+    /// The frontend tools, checked ([`ClientTools`]): `400 invalid_tools` when a schema
+    /// does not compile.
+    pub(crate) fn client_tools(&self) -> Result<ClientTools, ApiError> {
+        let definitions = self
+            .tools
+            .iter()
+            .map(|tool| ToolDefinition {
+                name: tool.name.clone(),
+                description: tool.description.clone(),
+                parameters: tool.parameters.clone().unwrap_or(Value::Null),
+            })
+            .collect();
+        ClientTools::new(definitions)
+            .map_err(|error| ApiError::bad_request("invalid_tools", error.to_string()))
+    }
+
+    /// The results of frontend tools when the run answers them: the trailing `tool`
+    /// messages, oldest first; `None` when the last message is not a tool's.
+    pub(crate) fn tool_results(&self) -> Result<Option<Vec<ToolResult>>, ApiError> {
+        self.check_version()?;
+        let mut results = Vec::new();
+        for message in self.messages.iter().rev() {
+            if message.role != "tool" {
+                break;
+            }
+            let Some(call) = message.tool_call_id.clone() else {
+                return Err(ApiError::bad_request(
+                    "invalid_body",
+                    "a tool message needs its toolCallId",
+                ));
+            };
+            results.push(ToolResult {
+                tool_call_id: call,
+                content: text_of(message.content.as_ref())?,
+            });
+        }
+        results.reverse();
+        Ok((!results.is_empty()).then_some(results))
     }
 
     /// The message to start a turn with: the last message, which must be the user's, as
@@ -99,39 +192,13 @@ impl RunAgentInput {
             return Err(ApiError::bad_request(
                 "no_user_message",
                 format!(
-                    "the last message is the {}'s: a run needs a new user message last (or \
-                     resume entries); tool results for frontend tools are not supported yet",
+                    "the last message is the {}'s: a run needs a new user message last, \
+                     frontend tool results last, or resume entries",
                     last.role
                 ),
             ));
         }
-        let text = match &last.content {
-            Some(Value::String(text)) => text.clone(),
-            Some(Value::Array(parts)) => {
-                let mut text = String::new();
-                for part in parts {
-                    match (part.get("type").and_then(Value::as_str), part.get("text")) {
-                        (Some("text"), Some(Value::String(piece))) => {
-                            if !text.is_empty() {
-                                text.push('\n');
-                            }
-                            text.push_str(piece);
-                        }
-                        (kind, _) => {
-                            return Err(ApiError::bad_request(
-                                "unsupported_content",
-                                format!(
-                                    "content part {:?} is not supported: send text",
-                                    kind.unwrap_or("?")
-                                ),
-                            ));
-                        }
-                    }
-                }
-                text
-            }
-            _ => String::new(),
-        };
+        let text = text_of(last.content.as_ref())?;
         if text.trim().is_empty() {
             return Err(ApiError::bad_request(
                 "empty_message",

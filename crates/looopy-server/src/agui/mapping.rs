@@ -12,11 +12,13 @@
 use std::collections::{BTreeMap, HashMap};
 
 use looopy_protocol::event::{
-    AuthRequired, ErrorInfo, InputRequired, SubtaskCreated, TaskComplete, ThoughtStream,
-    ToolComplete, ToolProgress, ToolStart,
+    ErrorInfo, InputRequired, InputType, SubtaskCreated, TaskComplete, ThoughtStream, ToolComplete,
+    ToolProgress, ToolStart,
 };
 use looopy_protocol::{Event, EventPayload, TaskState};
 use serde_json::{Map, Value, json};
+
+use super::interrupts;
 
 /// One AG-UI event as a JSON object (`type` and its fields).
 pub type AguiEvent = Map<String, Value>;
@@ -59,7 +61,15 @@ pub struct RunMapper {
     usage: BTreeMap<String, [u64; 3]>,
     /// The root task's failure, from its terminal `task-status`.
     error: Option<ErrorInfo>,
+    /// Client-side tool calls waiting for the client (AG-UI ids).
+    pending_tools: Vec<String>,
+    /// Client-side tool calls the client answered in this run: no `TOOL_CALL_RESULT`.
+    answered_calls: Vec<String>,
 }
+
+/// The `input-received` metadata key naming the client-side tool call (AG-UI id) whose
+/// result the input is.
+pub(crate) const ANSWERED_CALL: &str = "aguiToolCallId";
 
 fn base(kind: &str, event: &Event) -> AguiEvent {
     let mut map = Map::new();
@@ -104,6 +114,8 @@ impl RunMapper {
             interrupts: Vec::new(),
             usage: BTreeMap::new(),
             error: None,
+            pending_tools: Vec::new(),
+            answered_calls: Vec::new(),
         }
     }
 
@@ -160,9 +172,16 @@ impl RunMapper {
             }
             EventPayload::SubtaskCreated(sub) => self.subagent_started(event, sub, &mut out),
             EventPayload::InputRequired(input) => self.input_required(event, input),
-            EventPayload::AuthRequired(auth) => self.auth_required(event, auth),
+            EventPayload::AuthRequired(auth) => self.interrupts.push((
+                auth.auth_id.clone(),
+                interrupts::auth(event, auth, self.subagent_of(event)),
+            )),
             EventPayload::InputReceived(received) => {
                 self.interrupts.retain(|(id, _)| *id != received.input_id);
+                // A client-side tool's result: the client already has it as a message.
+                if let Some(call) = received.metadata.get(ANSWERED_CALL).and_then(Value::as_str) {
+                    self.answered_calls.push(call.to_owned());
+                }
             }
             EventPayload::AuthCompleted(done) => {
                 self.interrupts.retain(|(id, _)| *id != done.auth_id);
@@ -178,8 +197,8 @@ impl RunMapper {
                 if status.error.is_some() {
                     self.error.clone_from(&status.error);
                 }
-                let waiting_below =
-                    status.status == TaskState::WaitingSubtask && !self.interrupts.is_empty();
+                let waiting_below = status.status == TaskState::WaitingSubtask
+                    && (!self.interrupts.is_empty() || !self.pending_tools.is_empty());
                 if status.status.is_interrupted() || waiting_below {
                     self.finish_interrupted(event, &mut out);
                 }
@@ -322,6 +341,9 @@ impl RunMapper {
 
     fn tool_complete(&mut self, event: &Event, done: &ToolComplete, out: &mut Vec<AguiEvent>) {
         let id = tool_call_id(&event.task_id, &done.tool_call_id);
+        if self.answered_calls.contains(&id) {
+            return;
+        }
         let content = if done.success {
             match &done.result {
                 Some(Value::String(text)) => text.clone(),
@@ -409,59 +431,21 @@ impl RunMapper {
     }
 
     fn input_required(&mut self, event: &Event, input: &InputRequired) {
-        let mut interrupt = Map::new();
-        set_opt(&mut interrupt, "subagentRunId", self.subagent_of(event));
-        set(&mut interrupt, "id", input.input_id.clone());
-        set(&mut interrupt, "reason", "input_required");
-        set(&mut interrupt, "message", input.prompt.clone());
-        if let Some(call) = input.metadata.get("toolCallId").and_then(Value::as_str) {
-            set(
-                &mut interrupt,
-                "toolCallId",
-                tool_call_id(&event.task_id, call),
-            );
+        let call = input
+            .metadata
+            .get("toolCallId")
+            .and_then(Value::as_str)
+            .map(|call| tool_call_id(&event.task_id, call));
+        match call {
+            // A client-side tool's call: the client runs it; the run ends with it pending.
+            Some(call) if input.input_type == InputType::ToolExecution => {
+                self.pending_tools.push(call);
+            }
+            call => self.interrupts.push((
+                input.input_id.clone(),
+                interrupts::input(event, input, call, self.subagent_of(event)),
+            )),
         }
-        let schema = match (&input.schema, &input.options) {
-            (Some(schema @ Value::Object(_)), _) => Some(schema.clone()),
-            (_, Some(options)) => Some(json!({"enum": options})),
-            _ => None,
-        };
-        set_opt(&mut interrupt, "responseSchema", schema);
-        let mut looopy = Map::new();
-        set(
-            &mut looopy,
-            "inputType",
-            serde_json::to_value(input.input_type).unwrap_or_default(),
-        );
-        set(&mut looopy, "requireUser", input.require_user);
-        set(&mut looopy, "taskId", event.task_id.clone());
-        set_opt(&mut looopy, "options", input.options.clone());
-        set(&mut interrupt, "metadata", json!({"looopy": looopy}));
-        self.interrupts
-            .push((input.input_id.clone(), Value::Object(interrupt)));
-    }
-
-    fn auth_required(&mut self, event: &Event, auth: &AuthRequired) {
-        let mut interrupt = Map::new();
-        set_opt(&mut interrupt, "subagentRunId", self.subagent_of(event));
-        set(&mut interrupt, "id", auth.auth_id.clone());
-        set(&mut interrupt, "reason", "auth_required");
-        set(&mut interrupt, "message", auth.prompt.clone());
-        let mut looopy = Map::new();
-        set(
-            &mut looopy,
-            "authType",
-            serde_json::to_value(auth.auth_type).unwrap_or_default(),
-        );
-        set(&mut looopy, "taskId", event.task_id.clone());
-        set_opt(&mut looopy, "provider", auth.provider.clone());
-        set_opt(&mut looopy, "authUrl", auth.auth_url.clone());
-        if !auth.scopes.is_empty() {
-            set(&mut looopy, "scopes", auth.scopes.clone());
-        }
-        set(&mut interrupt, "metadata", json!({"looopy": looopy}));
-        self.interrupts
-            .push((auth.auth_id.clone(), Value::Object(interrupt)));
     }
 
     /// Closes everything a task has open (its steps, text and reasoning).
@@ -563,16 +547,19 @@ impl RunMapper {
         Some(Value::Array(list))
     }
 
+    /// The root paused: the run ends with its interrupts, or — when it waits only for
+    /// client-side tools — successfully, naming the calls the client is to run.
     fn finish_interrupted(&mut self, event: &Event, out: &mut Vec<AguiEvent>) {
-        if self.interrupts.is_empty() {
+        let outcome = if !self.interrupts.is_empty() {
+            let interrupts: Vec<Value> = self.interrupts.iter().map(|(_, i)| i.clone()).collect();
+            json!({"type": "interrupt", "interrupts": interrupts})
+        } else if !self.pending_tools.is_empty() {
+            json!({"type": "success", "pendingToolCallIds": self.pending_tools})
+        } else {
             return;
-        }
+        };
         self.close_all(event, out);
-        let interrupts: Vec<Value> = self.interrupts.iter().map(|(_, i)| i.clone()).collect();
-        out.push(self.run_finished(
-            event,
-            json!({"type": "interrupt", "interrupts": interrupts}),
-        ));
+        out.push(self.run_finished(event, outcome));
         self.finished = true;
     }
 

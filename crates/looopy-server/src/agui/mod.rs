@@ -21,13 +21,18 @@
 //! - Same authentication, isolation and limits as the rest of the API: bearer tokens,
 //!   stream slots, body and message size limits.
 //!
-//! Not (yet) supported: frontend tools (`tools` in the input are accepted and not offered
-//! to the model), `context`, `state` and `forwardedProps` (accepted, not used), and the
-//! protobuf framing (`Accept: application/vnd.ag-ui.event+proto` alone gets 406).
+//! - Frontend tools (`tools`) are offered to the model for the run
+//!   ([`looopy_agent::tool::ClientTools`]): a call to one ends the run with its
+//!   `TOOL_CALL_*` events and `RUN_FINISHED` `{type: "success", pendingToolCallIds}`; the
+//!   next run's trailing `tool` message carries the result and the turn goes on.
+//!
+//! Not (yet) supported: `context`, `state` and `forwardedProps` (accepted, not used), and
+//! the protobuf framing (`Accept: application/vnd.ag-ui.event+proto` alone gets 406).
 //! The event-by-event table is in `docs/front-doors.md`.
 
 mod activity;
 pub(crate) mod input;
+mod interrupts;
 pub mod mapping;
 pub mod prelude;
 mod routes;

@@ -11,7 +11,7 @@ use looopy_store::TaskRecord;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::input::{ResumeEntry, ResumeStatus, RunAgentInput};
+use super::input::{ResumeEntry, ResumeStatus, RunAgentInput, ToolResult};
 use super::mapping::{RunIds, RunMapper};
 use super::prelude::Cursor;
 use super::runs::{RunRef, Runs};
@@ -61,16 +61,15 @@ pub(crate) async fn post_run(
     if !is_valid_id(&input.run_id) {
         return Err(ApiError::invalid_id("runId"));
     }
-    if !input.tools.is_empty() {
-        tracing::debug!(
-            count = input.tools.len(),
-            "AG-UI frontend tools are not offered to the model yet"
-        );
-    }
+    let tools = input.client_tools()?;
     let resume = input.resume_entries()?;
-    let message = match resume {
+    let results = match resume {
         Some(_) => None,
-        None => Some(input.new_message()?),
+        None => input.tool_results()?,
+    };
+    let message = match (resume, &results) {
+        (None, None) => Some(input.new_message()?),
+        _ => None,
     };
     state
         .access()
@@ -86,23 +85,30 @@ pub(crate) async fn post_run(
             ),
         ));
     }
-    let run = match resume {
-        Some(entries) => {
+    let run = match (resume, results) {
+        (Some(entries), _) => {
             let target = resume_target(&state, &thread, entries).await?;
             let permit = state.streams().acquire(&principal, conn.as_ref())?;
             let run = answer(&state, &principal, &input.run_id, target).await?;
             (run, permit)
         }
-        None => {
+        (None, Some(results)) => {
+            let (target, result) = tool_target(&state, &thread, results).await?;
+            let permit = state.streams().acquire(&principal, conn.as_ref())?;
+            let run = answer_tool(&state, &principal, &input.run_id, target, result).await?;
+            (run, permit)
+        }
+        (None, None) => {
             let Some(message) = message else {
                 return Err(ApiError::bad_request("no_user_message", "no user message"));
             };
             let permit = state.streams().acquire(&principal, conn.as_ref())?;
             let started = state
-                .start_turn_with(
+                .start_turn_with_client_tools(
                     &principal,
                     &thread,
                     Message::user(message.text).with_id(message.id),
+                    tools,
                 )
                 .await?;
             let run = RunRef {
@@ -205,6 +211,76 @@ async fn resume_target(
             entry.interrupt_id
         ),
     ))
+}
+
+/// The paused task a frontend tool's result answers: the task named by the AG-UI call id
+/// (`{taskId}:{callId}`), in this thread, waiting for exactly that call's result. When
+/// several results are sent, the one the task asks for now is taken (the others are asked
+/// for again by the runs that follow).
+async fn tool_target(
+    state: &AppState,
+    thread: &ContextId,
+    results: Vec<ToolResult>,
+) -> Result<(TaskRecord, ToolResult), ApiError> {
+    for result in results {
+        let Some((task_id, call)) = result.tool_call_id.split_once(':') else {
+            continue;
+        };
+        let Some(task) = state
+            .agent()
+            .get_task(task_id)
+            .await
+            .map_err(|e| ApiError::from(looopy_a2a::HostError::from(e)))?
+        else {
+            continue;
+        };
+        if task.context_id != thread.as_str() {
+            continue;
+        }
+        if looopy_agent::Agent::pending_tool_call(&task).is_some_and(|(id, _)| id == call) {
+            return Ok((task, result));
+        }
+    }
+    Err(ApiError::bad_request(
+        "unknown_tool_call",
+        format!("no tool call of thread {thread} waits for the results sent"),
+    ))
+}
+
+/// Sends a frontend tool's result: the paused task goes on from it.
+async fn answer_tool(
+    state: &AppState,
+    principal: &Principal,
+    run_id: &str,
+    task: TaskRecord,
+    result: ToolResult,
+) -> Result<RunRef, ApiError> {
+    let root = root_of(state, &task).await?;
+    let Some(pending) = PendingInputView::of(&task) else {
+        return Err(ApiError::bad_request(
+            "unknown_tool_call",
+            "the tool call is not waiting any more",
+        ));
+    };
+    let mut metadata = Metadata::new();
+    metadata.insert("aguiRunId".into(), Value::from(run_id));
+    metadata.insert(
+        super::mapping::ANSWERED_CALL.into(),
+        Value::from(result.tool_call_id),
+    );
+    let started = state
+        .provide_input_with(
+            &task.task_id,
+            &pending.input_id,
+            Value::String(result.content),
+            metadata,
+            principal.input_source(),
+        )
+        .await?;
+    Ok(RunRef {
+        task_id: root,
+        start_seq: started.start_seq,
+    })
 }
 
 /// The root task of `task` (sub-agent tasks run under their parent's run).

@@ -29,6 +29,18 @@ fn script() -> Script {
                 .response(Response::new().text_chunked(SLOW, 4, 50)),
         )
         .turn(
+            // A frontend tool: offered only when the client declares it.
+            Turn::new()
+                .named("frontend")
+                .when(Matcher::any().tool_available("change_background"))
+                .response(
+                    Response::new()
+                        .text("Changing it.")
+                        .tool_call("change_background", json!({"color": "blue"})),
+                )
+                .response(Response::new().text("Done: {{last_tool_result}}")),
+        )
+        .turn(
             Turn::new()
                 .named("fail")
                 .when(Matcher::any().user_contains("fail"))

@@ -43,7 +43,11 @@ async function runRecorded(agent, params, how = "runAgent") {
       events.push(event);
     },
     onRunFinishedEvent(params) {
-      finished = { outcome: params.outcome, interrupts: params.interrupts };
+      finished = {
+        outcome: params.outcome,
+        interrupts: params.interrupts,
+        pendingToolCallIds: params.pendingToolCallIds,
+      };
     },
     onRunFailed({ error }) {
       failed = error;
@@ -189,7 +193,35 @@ async function research() {
   return { subagent: started.subagentRunId, attributed: attributed.length, subMessages: subMessages.length };
 }
 
-const scenarios = { calc, interrupt, reconnect, research };
+async function frontend() {
+  const tools = [{
+    name: "change_background",
+    description: "Changes the page's background colour.",
+    parameters: { type: "object", properties: { color: { type: "string" } }, required: ["color"] },
+  }];
+  const agent = new HttpAgent({ url: `${base}/v1/agui`, threadId: "agui-node-frontend" });
+  agent.messages = [{ id: "u1", role: "user", content: "make it blue" }];
+  const first = await runRecorded(agent, { runId: "run-ft-1", tools });
+  check(first.finished && first.finished.outcome === "success", `outcome ${JSON.stringify(first.finished)}`);
+  const pending = first.finished.pendingToolCallIds;
+  check(pending && pending.length === 1, `pending ${JSON.stringify(pending)}`);
+  const call = agent.messages.flatMap((m) => m.toolCalls || []).find((c) => c.id === pending[0]);
+  check(call && call.function.name === "change_background", "the pending call is not in the messages");
+  const args = JSON.parse(call.function.arguments);
+  // The application runs the tool and adds its result to the conversation.
+  agent.messages.push({ id: "t1", role: "tool", toolCallId: call.id, content: `background is ${args.color}` });
+  const second = await runRecorded(agent, { runId: "run-ft-2", tools });
+  check(second.finished && second.finished.outcome === "success", `outcome ${JSON.stringify(second.finished)}`);
+  check((second.finished.pendingToolCallIds || []).length === 0, "still pending");
+  check(!types(second.events).includes("TOOL_CALL_RESULT"), "the client's own result came back");
+  const answer = agent.messages.filter((m) => m.role === "assistant").map((m) => m.content || "").join(" ");
+  check(answer.includes("Done: background is blue"), `answer ${answer}`);
+  const toolMessages = agent.messages.filter((m) => m.role === "tool");
+  check(toolMessages.length === 1, `tool messages ${JSON.stringify(toolMessages)}`);
+  return { pending, answer };
+}
+
+const scenarios = { calc, interrupt, reconnect, research, frontend };
 
 (async () => {
   const run = scenarios[scenario];
