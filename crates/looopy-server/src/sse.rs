@@ -170,7 +170,26 @@ pub fn sse_response<S>(frames: S, keepalive: Duration, retry: Duration) -> Respo
 where
     S: Stream<Item = Bytes> + Unpin + Send + 'static,
 {
-    let mut response = Response::new(Body::from_stream(SseBody::new(frames, keepalive, retry)));
+    respond(SseBody::new(frames, keepalive, retry))
+}
+
+/// [`sse_response`] without the `retry` hint, for clients whose SSE parser takes a frame
+/// holding only `retry:` for an event (the `openai` Python SDK parses its empty data as
+/// JSON and fails).
+pub fn sse_response_without_retry<S>(frames: S, keepalive: Duration) -> Response
+where
+    S: Stream<Item = Bytes> + Unpin + Send + 'static,
+{
+    let mut body = SseBody::new(frames, keepalive, Duration::ZERO);
+    body.prelude = None;
+    respond(body)
+}
+
+fn respond<S>(body: SseBody<S>) -> Response
+where
+    S: Stream<Item = Bytes> + Unpin + Send + 'static,
+{
+    let mut response = Response::new(Body::from_stream(body));
     *response.status_mut() = StatusCode::OK;
     let headers = response.headers_mut();
     headers.insert(

@@ -137,9 +137,10 @@ pub(crate) async fn create(
     };
     if body.stream.unwrap_or(false) {
         let usage = body.stream_options.unwrap_or_default().include_usage;
-        return Ok(state
-            .streams()
-            .response(ChunkFrames::new(events, mapper, ids, usage)));
+        return Ok(super::sse(
+            &state,
+            ChunkFrames::new(events, mapper, ids, usage),
+        ));
     }
     let mapper = drive(events, mapper).await;
     if mapper.status() == "failed" || !mapper.is_settled() {

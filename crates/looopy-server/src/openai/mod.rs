@@ -88,6 +88,15 @@ use axum::routing::{get, post};
 
 use crate::AppState;
 
+/// The SSE response of `frames`, without the `retry:` hint (see
+/// [`crate::sse::sse_response_without_retry`]).
+pub(crate) fn sse<S>(state: &AppState, frames: S) -> axum::response::Response
+where
+    S: futures::Stream<Item = bytes::Bytes> + Unpin + Send + 'static,
+{
+    crate::sse::sse_response_without_retry(frames, state.config().keepalive)
+}
+
 /// The OpenAI-compatible routes (see the module docs).
 pub(crate) fn routes() -> Router<AppState> {
     Router::new()

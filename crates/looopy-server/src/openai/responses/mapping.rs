@@ -83,7 +83,7 @@ impl ResponseMapper {
         let usage = (self.settled).then(|| {
             json!({
                 "input_tokens": self.usage.0,
-                "input_tokens_details": {"cached_tokens": 0},
+                "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
                 "output_tokens": self.usage.1,
                 "output_tokens_details": {"reasoning_tokens": 0},
                 "total_tokens": self.usage.2,

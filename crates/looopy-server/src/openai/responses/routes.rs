@@ -20,7 +20,7 @@ use crate::auth::Principal;
 use crate::events::{CloseRule, EventFilter, EventStream};
 use crate::extract::{ApiJson, ApiPath, ApiQuery, Connection};
 use crate::open_turns::waiting_input;
-use crate::openai::models;
+use crate::openai::{models, sse};
 use crate::state::StreamRequest;
 use crate::{ApiError, AppState, ConnHandle, StreamPermit};
 
@@ -93,9 +93,7 @@ pub(crate) async fn create(
     match (permit, stream) {
         (Some(permit), true) => {
             let events = open(&state, permit, conn, context_id.as_str(), &id);
-            Ok(state
-                .streams()
-                .response(ResponseFrames::new(events, mapper, None)))
+            Ok(sse(&state, ResponseFrames::new(events, mapper, None)))
         }
         (Some(permit), false) => {
             let events = open(&state, permit, conn, context_id.as_str(), &id);
@@ -137,11 +135,10 @@ pub(crate) async fn retrieve(
     if stream {
         let permit = state.streams().acquire(&principal, conn.as_ref())?;
         let events = open(&state, permit, conn, &task.context_id, &rid);
-        return Ok(state.streams().response(ResponseFrames::new(
-            events,
-            mapper,
-            query.starting_after,
-        )));
+        return Ok(sse(
+            &state,
+            ResponseFrames::new(events, mapper, query.starting_after),
+        ));
     }
     let mapper = from_log(&state, &task, &rid, mapper).await?;
     Ok(Json(object(&mapper, &task)).into_response())
