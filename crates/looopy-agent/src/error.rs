@@ -131,7 +131,8 @@ impl AgentError {
         match self {
             Self::Busy { .. } => "busy",
             Self::RunningElsewhere { .. } => "running_elsewhere",
-            Self::ReplicaUnreachable { .. } => "replica_unreachable",
+            Self::ReplicaUnreachable { settled: true, .. } => "replica_unreachable",
+            Self::ReplicaUnreachable { settled: false, .. } => "outcome_unknown",
             Self::Withdrawn(_) => "withdrawn",
             Self::QueueFull { .. } => "queue_full",
             Self::WaitingInput { .. } => "waiting_input",
@@ -167,7 +168,9 @@ impl AgentError {
             Self::InvalidInput(_) | Self::InvalidId { .. } | Self::AuthRefused(_) => 400,
             Self::AuthFailed(_) => 502,
             Self::Forbidden(_) => 403,
-            Self::StorageUnavailable(_) | Self::ReplicaUnreachable { .. } => 503,
+            Self::StorageUnavailable(_) | Self::ReplicaUnreachable { settled: true, .. } => 503,
+            // Like a gateway whose upstream did not answer: it may or may not have acted.
+            Self::ReplicaUnreachable { settled: false, .. } => 504,
             Self::Store(e) if e.is_storage_failure() => 503,
             Self::Store(_) | Self::Internal(_) | Self::Config(_) => 500,
         }

@@ -263,3 +263,69 @@ async fn requests_refused_while_the_bus_is_down_have_no_effect_when_it_returns()
     let record = task_record(r1, &task).await;
     assert_eq!(record["state"], "completed", "{record}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_restarted_under_its_id_within_the_lease_does_not_adopt_its_dead_turn() {
+    let Some(schema) = TestSchema::create("same_id").await else {
+        return;
+    };
+    let Some(nats) = services::nats().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let script = script(dir.path());
+    let prefix = services::unique_name("same_id");
+    let db = schema.url_with_schema();
+    let replica = |i: usize| {
+        support::start(replica_command(
+            &dir.path().join(format!("replica-{i}")),
+            &db,
+            Some(&nats),
+            &prefix,
+            &format!("{prefix}-r{i}"),
+            LEASE_TTL,
+            &script,
+        ))
+    };
+    let mut replicas: Vec<Server> = (0..2).map(replica).collect();
+    let context = "ctx-same-id";
+    let task = start_turn(&replicas[0].base, context).await;
+    until_deltas(&replicas[1].base, context, 5).await;
+
+    // Replica 0 dies mid-turn and is back at once under the same id, well within the lease
+    // its dead process still holds; a message for the context reaches it right away.
+    replicas.remove(0).kill();
+    let restarted = replica(0);
+    let first = post_message(&restarted.base, context, "again").await;
+    let status = first.status().as_u16();
+    assert!(
+        status == 202 || status == 503,
+        "accepted, or refused while the dead process's lease runs: {status} {}",
+        first.text().await.unwrap()
+    );
+
+    // The dead process's turn is failed once, by whichever replica takes its lease over.
+    let failed = task_until(&restarted.base, &task, "the dead turn taken over", |t| {
+        t["state"] == "failed"
+    })
+    .await;
+    assert_eq!(failed["error"]["code"], "interrupted", "{failed}");
+    if status == 503 {
+        let again = post_message(&restarted.base, context, "again").await;
+        assert_eq!(again.status(), 202, "{}", again.text().await.unwrap());
+    }
+    let (_, events) = log_until(&replicas[0].base, context, |seen| turns_done(seen) >= 2).await;
+    let dead = of_task(&events, &task);
+    assert_eq!(
+        terminal_statuses(&dead),
+        vec!["failed".to_string()],
+        "{dead:#?}"
+    );
+    assert_eq!(completions(&dead), 1, "{dead:#?}");
+    let endings: Vec<&str> = events
+        .iter()
+        .filter(|e| e["kind"] == "task-complete")
+        .map(|e| e["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(endings, ["failed", "completed"], "the later turn ran");
+}

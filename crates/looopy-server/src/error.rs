@@ -208,8 +208,12 @@ impl From<AgentError> for ApiError {
             AgentError::Store(ref e) if e.is_storage_failure() => Self::storage_unavailable(&error),
             // The bus or the replica running the context is down: retry (the message says
             // whether the outcome is known).
-            AgentError::ReplicaUnreachable { .. } => Self::new(
-                StatusCode::SERVICE_UNAVAILABLE,
+            AgentError::ReplicaUnreachable { settled, .. } => Self::new(
+                if settled {
+                    StatusCode::SERVICE_UNAVAILABLE
+                } else {
+                    StatusCode::GATEWAY_TIMEOUT
+                },
                 error.code(),
                 error.to_string(),
             ),
@@ -257,6 +261,15 @@ impl From<HostError> for ApiError {
 
 impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> Self {
+        // The database down or unreachable is a condition to retry after, not a bug.
+        if error.is_storage_failure() {
+            tracing::warn!(%error, "refusing a request while the store is unavailable");
+            return Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "storage_unavailable",
+                "storage is unavailable (the database cannot be reached or written); try again later",
+            );
+        }
         Self::internal("reading the store", &error)
     }
 }
@@ -344,6 +357,12 @@ mod tests {
                 task_id: "t".into(),
                 reason: "NATS not connected".into(),
                 settled: true,
+            },
+            AgentError::ReplicaUnreachable {
+                replica: "r2".into(),
+                task_id: "t".into(),
+                reason: "no answer, and the store could not be written".into(),
+                settled: false,
             },
             AgentError::Withdrawn("t".into()),
             AgentError::Internal("boom".into()),

@@ -131,9 +131,14 @@ fn agent_error(error: AgentError) -> RpcError {
         AgentError::StorageUnavailable(_) => storage_unavailable(&error),
         AgentError::Store(ref e) if e.is_storage_failure() => storage_unavailable(&error),
         // The bus or the replica running the context is down: retry.
-        AgentError::ReplicaUnreachable { .. } => {
-            RpcError::retry_later(StatusCode::SERVICE_UNAVAILABLE, error.to_string())
-        }
+        AgentError::ReplicaUnreachable { settled, .. } => RpcError::retry_later(
+            if settled {
+                StatusCode::SERVICE_UNAVAILABLE
+            } else {
+                StatusCode::GATEWAY_TIMEOUT
+            },
+            error.to_string(),
+        ),
         other => RpcError::internal("running the agent", &other),
     }
 }

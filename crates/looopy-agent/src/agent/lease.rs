@@ -88,7 +88,7 @@ impl Agent {
             }
             if locate {
                 let holder = store.lease_of(&context_id).await?;
-                if let Some(holder) = holder.filter(|l| l.owner != store.replica_id()) {
+                if let Some(holder) = holder.filter(|l| l.owner != store.lease_owner()) {
                     return Ok(Leased::Elsewhere(holder.owner));
                 }
             }
@@ -151,7 +151,7 @@ impl Agent {
             .lease_of(&record.context_id)
             .await?
             .map(|lease| lease.owner)
-            .filter(|owner| owner != store.replica_id()))
+            .filter(|owner| owner != store.lease_owner()))
     }
 }
 

@@ -5,6 +5,7 @@ mod active;
 mod auth;
 mod builder;
 mod delegation;
+mod endings;
 mod follow;
 mod forward;
 mod handle;
@@ -332,6 +333,9 @@ impl Agent {
                 .append_messages(&context_id, std::slice::from_ref(&user))
                 .await?;
             emitter.emit(working()).await?;
+            // Durable before the caller hears "accepted" (and before the run goes on): a
+            // process that dies after answering cannot leave a task the log never showed.
+            emitter.flush().await?;
             let owner = store.get_context(&context_id).await?.and_then(|c| c.owner);
             Ok::<_, looopy_store::StoreError>((store.load_messages(&context_id).await?, owner))
         };
@@ -434,6 +438,23 @@ impl Agent {
         let mut turn = self.paused_turn(record, Some(&pending), cancel).await?;
         self.watch_ancestors(&mut turn).await?;
         turn.answered_by = from;
+        // Accepted means logged: the answer is durable before the caller hears "accepted",
+        // so a process that dies right after cannot lose an answer it acknowledged.
+        let announced = async {
+            turn.announce_answer(&pending, &value, metadata.clone())
+                .await?;
+            turn.emitter.flush().await
+        };
+        if let Err(error) = announced.await {
+            // The task is not paused any more and will not run: it fails visibly, as a
+            // run that cannot write does.
+            return Err(match self.end_run(&mut turn, Err(error)).await {
+                Err(error) => error,
+                Ok(state) => AgentError::Internal(format!(
+                    "the answer could not be logged (task ended {state})"
+                )),
+            });
+        }
         Ok(self.spawn(
             turn,
             claim,
@@ -582,7 +603,8 @@ impl Agent {
 
     /// A task record written for a turn that could not start is marked failed.
     async fn abandon(&self, mut record: TaskRecord, error: &StoreError) {
-        record.state = TaskState::Failed;
+        // Refused, never run: the caller was told so (an error, not "accepted").
+        record.state = TaskState::Rejected;
         record.error = Some(ErrorInfo {
             code: ErrorCode::StoreError,
             message: error.to_string(),

@@ -20,6 +20,7 @@ use looopy_store::{StoreError, TaskRecord};
 use tokio_util::sync::CancellationToken;
 
 use super::Agent;
+use super::endings::Endings;
 use crate::AgentError;
 use crate::emit::{Emitter, storage_unavailable};
 use crate::turn::{Turn, TurnEnd};
@@ -79,11 +80,11 @@ impl Agent {
         Ok(())
     }
 
-    /// Writes the held failures to the store: the record, then `task-status: failed` and
-    /// `task-complete` in the log. What still cannot be written stays held.
+    /// Writes the held failures to the store: `task-status: failed` and `task-complete` in
+    /// the log, then the record. What still cannot be written stays held.
     ///
-    /// A held failure is written only while the stored task is still running (`working`
-    /// or `submitted`) and — on a store shared by replicas — under the context's lease,
+    /// A held failure is written only while the log has no ending for the task and the
+    /// task is not paused, and — on a store shared by replicas — under the context's lease,
     /// taken anew and so fencing everyone else out. A replica cut off from the database
     /// loses its lease; whoever took the context over meanwhile has already ended the task
     /// (`interrupted`) or continued it (then it is paused, running under its lease, or
@@ -107,25 +108,37 @@ impl Agent {
                     continue;
                 }
             };
-            match self.shared.store.get_task(&record.task_id).await {
-                Ok(Some(stored)) if !super::recovery::is_orphaned(stored.state) => {
-                    self.drop_held(&record, &stored);
-                    continue;
-                }
-                Ok(_) => {}
+            // The log says how the task ended, if it did; the record may lag behind it.
+            let logged = async {
+                let endings = Endings::read(&self.shared.store, &record.context_id).await?;
+                let stored = self.shared.store.get_task(&record.task_id).await?;
+                Ok::<_, StoreError>((endings, stored))
+            };
+            let (endings, stored) = match logged.await {
+                Ok(read) => read,
                 Err(error) => {
                     tracing::warn!(%error, task_id = %record.task_id, "still cannot read the task of a held failure");
                     continue;
                 }
+            };
+            let paused = stored
+                .as_ref()
+                .is_some_and(|s| !s.state.is_terminal() && !super::recovery::is_orphaned(s.state));
+            if endings.ended(&record.task_id).is_some() || paused {
+                // Ended (by the replica that took the context over, or by this run before
+                // its record write failed), or continued elsewhere and now waiting.
+                self.drop_held(&record, stored.as_ref().unwrap_or(&record));
+                continue;
             }
             let written = async {
-                self.shared.store.put_task(&record).await?;
                 let error = record.error.clone().unwrap_or_else(|| ErrorInfo {
                     code: ErrorCode::StorageUnavailable,
                     message: "the turn's events could not be stored".into(),
                     retryable: true,
                 });
-                self.log_failure(&record, error).await
+                // The log first: it is the truth a takeover reads.
+                self.log_failure(&record, error).await?;
+                self.shared.store.put_task(&record).await
             };
             match written.await {
                 Ok(()) => {
@@ -148,15 +161,25 @@ impl Agent {
         record: &TaskRecord,
         error: ErrorInfo,
     ) -> Result<(), StoreError> {
+        let events = TaskComplete::terminal_events(
+            TaskState::Failed,
+            None,
+            Some(error),
+            Vec::new(),
+            Metadata::new(),
+        );
+        self.log_events(record, events).await
+    }
+
+    /// Appends `events` of `record`'s task (not running), numbered after the log's last
+    /// event of its context, and makes them durable. The caller holds the context's claim.
+    pub(super) async fn log_events(
+        &self,
+        record: &TaskRecord,
+        events: [looopy_protocol::EventPayload; 2],
+    ) -> Result<(), StoreError> {
         let emitter = self.emitter(&record.context_id, &record.task_id, (0, 0));
         let logged = async {
-            let events = TaskComplete::terminal_events(
-                TaskState::Failed,
-                None,
-                Some(error),
-                Vec::new(),
-                Metadata::new(),
-            );
             for event in events {
                 emitter.emit(event).await?;
             }

@@ -7,6 +7,7 @@
 use looopy_protocol::TaskState;
 use tokio_util::sync::CancellationToken;
 
+use super::endings::{Endings, events_of_record, record_as_logged};
 use super::interrupted::{resumable, trace};
 use super::recovery::{interrupted, is_orphaned};
 use super::{Agent, TurnHandle};
@@ -85,10 +86,30 @@ impl Agent {
             Err(AgentError::Busy { .. }) => return Ok(()), // another replica took it first
             Err(error) => return Err(error),
         };
-        // Read again under the lease: nobody else changes them now.
+        // Read again under the lease: nobody else changes them now. The log says how each
+        // task ended (see `endings`): the dead holder may have written one of a task's
+        // record and ending without the other.
+        let endings = Endings::read(store, context_id).await?;
         let mut orphans = Vec::new();
         let mut continued = None;
         for record in store.list_tasks(Some(context_id)).await? {
+            if let Some(end) = endings.ended(&record.task_id) {
+                if record.state != end.state {
+                    // The ending reached the log, its record did not: the record follows.
+                    tracing::info!(task_id = %record.task_id, %context_id, logged = %end.state, recorded = %record.state, "a task's record caught up with its logged ending");
+                    store.put_task(&record_as_logged(record, end)).await?;
+                }
+                continue;
+            }
+            if record.state.is_terminal() {
+                // Ended in its record only. A task that never reached the log (a refused
+                // message's `rejected` record, a start that failed) stays out of it.
+                if endings.created(&record.task_id) {
+                    tracing::info!(task_id = %record.task_id, %context_id, state = %record.state, "a task's recorded ending written to the log");
+                    self.log_events(&record, events_of_record(&record)).await?;
+                }
+                continue;
+            }
             if !is_orphaned(record.state) {
                 continue;
             }
@@ -106,8 +127,13 @@ impl Agent {
             record.state = TaskState::Failed;
             record.error = Some(error.clone());
             record.updated_at = chrono::Utc::now();
+            // The log first, as every ending: a takeover that dies in between leaves a log
+            // the next one reads. A task whose start never reached the log is failed in its
+            // record only: no stream ever showed it.
+            if endings.created(&record.task_id) {
+                self.log_failure(&record, error).await?;
+            }
             store.put_task(&record).await?;
-            self.log_failure(&record, error).await?;
             tracing::warn!(task_id = %record.task_id, %context_id, dead = %dead_owner, "task of a dead replica marked failed");
             if record.parent_task_id.is_some() {
                 self.continue_after_orphans(vec![record.clone()]);

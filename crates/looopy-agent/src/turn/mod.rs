@@ -119,6 +119,9 @@ pub(crate) struct Turn {
     pub(crate) ancestors: Option<crate::subagent::Ancestors>,
     /// Who answered the input request a resumed run starts with.
     pub(crate) answered_by: crate::InputSource,
+    /// The answer resuming this run was already logged (and made durable) by whoever
+    /// accepted it, before it said so: [`Turn::resume`] does not announce it again.
+    pub(crate) answer_announced: bool,
     /// Tools the caller runs itself, offered for this turn (see [`ClientTools`]).
     pub(crate) client_tools: ClientTools,
 }
@@ -191,6 +194,7 @@ impl Turn {
             span,
             ancestors: None,
             answered_by: crate::InputSource::default(),
+            answer_announced: false,
             client_tools: ClientTools::default(),
         }
     }

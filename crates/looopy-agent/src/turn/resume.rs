@@ -14,13 +14,30 @@ use crate::InputSource;
 use crate::tool::exec::{Invocation, ToolOutcome};
 
 impl Turn {
-    /// Announces the answer, finishes the paused batch and continues the loop.
+    /// Announces the answer (unless [`announce_answer`](Self::announce_answer) did),
+    /// finishes the paused batch and continues the loop.
     pub(crate) async fn resume(
         &mut self,
         pending: PendingTurn,
         value: Value,
         metadata: Metadata,
     ) -> Result<TurnEnd, StoreError> {
+        if !self.answer_announced {
+            self.announce_answer(&pending, &value, metadata).await?;
+        }
+        if pending.child.as_ref().is_some_and(|c| c.remote.is_some()) {
+            return self.resume_remote(pending, value).await;
+        }
+        self.continue_paused(pending, Some(value)).await
+    }
+
+    /// Logs the answer (`input-received`) and the task's return to `working`.
+    pub(crate) async fn announce_answer(
+        &mut self,
+        pending: &PendingTurn,
+        value: &Value,
+        metadata: Metadata,
+    ) -> Result<(), StoreError> {
         self.emitter
             .emit(EventPayload::InputReceived(InputReceived {
                 input_id: pending.input.input_id.clone(),
@@ -41,10 +58,8 @@ impl Turn {
             }))
             .await?;
         self.mark_working().await?;
-        if pending.child.as_ref().is_some_and(|c| c.remote.is_some()) {
-            return self.resume_remote(pending, value).await;
-        }
-        self.continue_paused(pending, Some(value)).await
+        self.answer_announced = true;
+        Ok(())
     }
 
     /// Makes the paused calls again — the first with `answer` (an input's value; `None`

@@ -146,7 +146,7 @@ impl Bus {
     /// Connects `store`'s event log to the other replicas through NATS JetStream at `url`.
     #[cfg(feature = "nats")]
     pub async fn nats(store: &Store, url: &str, options: BusOptions) -> Result<Bus, StoreError> {
-        let replica = store.replica_id().to_string();
+        let replica = store.lease_owner().to_string();
         let (controls, _) = broadcast::channel(256);
         let (heard_tx, heard_rx) = mpsc::channel(QUEUE);
         let (ring_tx, ring_rx) = mpsc::channel(QUEUE);
@@ -179,7 +179,7 @@ impl Bus {
                 "LISTEN/NOTIFY needs a PostgreSQL store".into(),
             ));
         };
-        let replica = store.replica_id().to_string();
+        let replica = store.lease_owner().to_string();
         let (controls, _) = broadcast::channel(256);
         let (heard_tx, heard_rx) = mpsc::channel(QUEUE);
         let (ring_tx, ring_rx) = mpsc::channel(QUEUE);

@@ -244,7 +244,7 @@ impl Store {
         key: Vec<String>,
         ttl: Duration,
     ) -> Result<Option<Holding>, StoreError> {
-        let owner = self.replica_id().to_string();
+        let owner = self.lease_owner().to_string();
         if let Some(pg) = self.pg() {
             let ttl = millis(ttl);
             return pg

@@ -40,8 +40,17 @@ impl Lease {
 }
 
 impl Store {
-    /// This process's name among replicas (the owner of the leases it takes).
+    /// This replica's name among replicas (`--replica-id`), as `/readyz` and metrics show it.
     pub fn replica_id(&self) -> &str {
+        self.event_log().fences().name()
+    }
+
+    /// Who this process is as the owner of leases, and its address on the replicas' bus:
+    /// [`replica_id`](Self::replica_id) and this process's incarnation (`NAME#1f2e3d4c`).
+    /// A replica restarted under the same name is a new owner: the leases its predecessor
+    /// left are a dead replica's, taken over when they expire, never silently re-taken
+    /// (which would leave that predecessor's turn `working` for ever).
+    pub fn lease_owner(&self) -> &str {
         self.event_log().fences().owner()
     }
 

@@ -23,7 +23,7 @@ impl Store {
         }
         if let Some(pg) = self.pg() {
             let token = self.event_log().fences().token(context_id);
-            let fence = token.map(|token| (self.replica_id(), token));
+            let fence = token.map(|token| (self.lease_owner(), token));
             return pg.append_messages(context_id, messages, fence).await;
         }
         let context_id = context_id.to_string();

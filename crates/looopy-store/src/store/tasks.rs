@@ -169,7 +169,7 @@ impl Store {
         if let Some(pg) = self.pg() {
             // Written by the holder of the context's lease: fenced like its events.
             return match self.event_log().fences().token(&task.context_id) {
-                Some(token) => pg.put_task_fenced(task, self.replica_id(), token).await,
+                Some(token) => pg.put_task_fenced(task, self.lease_owner(), token).await,
                 None => pg.put_task(task).await,
             };
         }
@@ -188,7 +188,7 @@ impl Store {
     pub async fn create_task(&self, task: &TaskRecord) -> Result<bool, StoreError> {
         if let Some(pg) = self.pg() {
             let fence = self.event_log().fences().token(&task.context_id);
-            let fence = fence.map(|token| (self.replica_id(), token));
+            let fence = fence.map(|token| (self.lease_owner(), token));
             return pg.write_task(task, fence, false).await;
         }
         let task = task.clone();

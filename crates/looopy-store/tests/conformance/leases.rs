@@ -17,7 +17,7 @@ async fn a_free_context_is_leased_and_renewed_by_its_holder(store: Store) {
         .await
         .unwrap()
         .expect("free");
-    assert_eq!(lease.owner, store.replica_id());
+    assert_eq!(lease.owner, store.lease_owner());
     assert_eq!(lease.token, 1);
     assert_eq!(store.lease_of("ctx").await.unwrap().unwrap().token, 1);
     // Taking it again while holding it starts a new holding with a higher token: the

@@ -44,7 +44,7 @@ async fn a_free_push_config_is_leased_renewed_and_released(store: Store) {
         (lease.task_id.as_str(), lease.config_id.as_str()),
         ("t", "c")
     );
-    assert_eq!(lease.owner, store.replica_id());
+    assert_eq!(lease.owner, store.lease_owner());
     assert_eq!(lease.token, 1);
     assert_eq!(
         store.push_lease_of("t", "c").await.unwrap(),
