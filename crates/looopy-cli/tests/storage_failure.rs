@@ -12,62 +12,14 @@
 
 mod support;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use serde_json::{Value, json};
+use support::disk::{Tmpfs, fill};
 use support::{PATIENCE, start_default};
-
-/// A tmpfs mounted for one test, unmounted when dropped.
-struct Tmpfs {
-    dir: tempfile::TempDir,
-}
-
-impl Tmpfs {
-    /// Mounts a tmpfs of `size` (e.g. `24m`), or says why it cannot.
-    fn mount(size: &str) -> Result<Self, String> {
-        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir.path())
-            .output()
-            .map_err(|e| format!("cannot run mount: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "mount -t tmpfs failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
-        Ok(Self { dir })
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount")
-            .arg("-l")
-            .arg(self.dir.path())
-            .status();
-    }
-}
-
-/// Fills the file system holding `path` until it has no whole block left.
-fn fill(path: &Path) -> std::fs::File {
-    let mut file = std::fs::File::create(path).unwrap();
-    for chunk in [1 << 20, 64 << 10, 4 << 10, 512] {
-        let block = vec![0x5a_u8; chunk];
-        while file.write_all(&block).is_ok() {}
-    }
-    let _ = file.flush();
-    file
-}
 
 async fn post_message(base: &str, context: &str, message: &str) -> reqwest::Response {
     reqwest::Client::new()

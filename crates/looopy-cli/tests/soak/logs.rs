@@ -200,15 +200,25 @@ pub async fn quiesce(
             }
         }
         let mut still = Vec::new();
+        let mut states = Vec::new();
         for task in unsettled {
             let state = match task_record(base, &task).await {
                 Ok(record) => record["state"].as_str().unwrap_or("?").to_string(),
                 Err(error) => error,
             };
             if matches!(state.as_str(), "submitted" | "working") || state.starts_with("GET") {
-                busy.push(format!("task {task}: {state}"));
+                states.push(format!("{task} {state}"));
                 still.push(task);
             }
+        }
+        // One line for them all: each task is reported on its own by the checks.
+        if !states.is_empty() {
+            let first: Vec<&str> = states.iter().take(5).map(String::as_str).collect();
+            busy.push(format!(
+                "{} tasks unsettled ({}, …)",
+                states.len(),
+                first.join(", ")
+            ));
         }
         unsettled = still;
         if busy.is_empty() || Instant::now() > deadline {

@@ -6,6 +6,7 @@
 
 pub mod checker;
 pub mod clients;
+pub mod disk;
 pub mod history;
 pub mod logs;
 pub mod nemesis;

@@ -49,29 +49,41 @@ impl Fault {
 /// How many faults of each kind were injected, and replicas that were slow to recover.
 #[derive(Debug, Default, Clone)]
 pub struct Faults {
-    counts: [u64; 6],
+    /// Each kind's name and count, in the order the summary names them.
+    counts: Vec<(&'static str, u64)>,
     /// Replicas not ready within the bound after a fault was healed (named in the report).
     pub unready: Vec<String>,
 }
 
 impl Faults {
-    pub fn total(&self) -> u64 {
-        self.counts.iter().sum()
+    /// No fault yet of any of `kinds`.
+    pub fn new(kinds: &[&'static str]) -> Faults {
+        Faults {
+            counts: kinds.iter().map(|kind| (*kind, 0)).collect(),
+            unready: Vec::new(),
+        }
     }
 
-    fn count(&mut self, fault: Fault) {
-        let i = Fault::ALL.iter().position(|f| *f == fault).unwrap_or(0);
-        self.counts[i] += 1;
+    pub fn total(&self) -> u64 {
+        self.counts.iter().map(|(_, n)| n).sum()
+    }
+
+    /// One more fault of `kind`.
+    pub fn count(&mut self, kind: &'static str) {
+        match self.counts.iter_mut().find(|(k, _)| *k == kind) {
+            Some((_, n)) => *n += 1,
+            None => self.counts.push((kind, 1)),
+        }
     }
 }
 
 impl fmt::Display for Faults {
     /// `kill=2, stop=1, pg-cut=3, nats-cut=0, both=1, restart=2`
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let parts: Vec<String> = Fault::ALL
+        let parts: Vec<String> = self
+            .counts
             .iter()
-            .zip(self.counts)
-            .map(|(fault, n)| format!("{}={n}", fault.name()))
+            .map(|(kind, n)| format!("{kind}={n}"))
             .collect();
         f.write_str(&parts.join(", "))
     }
@@ -85,7 +97,7 @@ pub async fn run(
     start: Instant,
     rng: &mut StdRng,
 ) -> Faults {
-    let mut faults = Faults::default();
+    let mut faults = Faults::new(&Fault::ALL.map(Fault::name));
     let lease = system.lease;
     loop {
         let quiet = Duration::from_millis(rng.random_range(1000..4000));
@@ -111,7 +123,7 @@ pub async fn run(
             hold.as_secs_f64()
         );
         inject(system, fault, i, hold).await;
-        faults.count(fault);
+        faults.count(fault.name());
         if !system.replicas[i].wait_ready().await {
             let at = start.elapsed().as_secs_f64();
             eprintln!(

@@ -206,22 +206,27 @@ impl Replica {
         }
     }
 
-    /// Waits (bounded) until `/readyz` answers 200: database and bus reachable. Whether it
-    /// did.
+    /// Waits (bounded) until the replica is ready: see [`wait_ready`].
     pub async fn wait_ready(&self) -> bool {
-        let client = reqwest::Client::new();
-        let deadline = Instant::now() + READY_WITHIN;
-        while Instant::now() < deadline {
-            let answer = client
-                .get(format!("{}/readyz", self.base))
-                .timeout(Duration::from_secs(2))
-                .send()
-                .await;
-            if answer.is_ok_and(|a| a.status() == 200) {
-                return true;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        false
+        wait_ready(&self.base).await
     }
+}
+
+/// Waits (bounded) until `/readyz` on `base` answers 200 — its database (and bus) reachable.
+/// Whether it did.
+pub async fn wait_ready(base: &str) -> bool {
+    let client = reqwest::Client::new();
+    let deadline = Instant::now() + READY_WITHIN;
+    while Instant::now() < deadline {
+        let answer = client
+            .get(format!("{base}/readyz"))
+            .timeout(Duration::from_secs(2))
+            .send()
+            .await;
+        if answer.is_ok_and(|a| a.status() == 200) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    false
 }

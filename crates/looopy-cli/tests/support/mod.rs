@@ -3,6 +3,7 @@
 //! context's SSE stream, measure the server's resident memory.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod disk;
 pub mod proxy;
 
 use std::ffi::OsStr;
