@@ -105,12 +105,14 @@ async fn control_round_trip(nats: Option<&str>) {
     let b = replica(&schema, "replica-b").await;
     let (bus_a, bus_b) = (bus(&a, nats, &prefix).await, bus(&b, nats, &prefix).await);
     let mut inbox = bus_b.controls();
+    // Replicas are addressed by lease owner: the name and the process's incarnation.
+    assert!(b.lease_owner().starts_with("replica-b#"), "{}", b.lease_owner());
     bus_a
-        .send_control("replica-b", "cancel", serde_json::json!({"taskId": "t-1"}))
+        .send_control(b.lease_owner(), "cancel", serde_json::json!({"taskId": "t-1"}))
         .await
         .unwrap();
     let control = within("the control message", inbox.recv()).await.unwrap();
-    assert_eq!(control.from, "replica-a");
+    assert_eq!(control.from, a.lease_owner());
     assert_eq!(control.topic, "cancel");
     assert_eq!(control.body["taskId"], "t-1");
     bus_a.ping().await.unwrap();
