@@ -54,7 +54,8 @@ pub enum Outcome {
     Refused { status: u16, body: String },
     /// The request never left (connection refused): no effect either.
     NotSent(String),
-    /// No answer (timeout, connection lost mid-request): it may or may not have happened.
+    /// No answer (timeout, connection lost mid-request), or 504 `outcome_unknown`: it may or
+    /// may not have happened.
     Unknown(String),
 }
 
@@ -68,13 +69,7 @@ impl Outcome {
     pub fn label(&self) -> String {
         match self {
             Outcome::Accepted(_) => "accepted".into(),
-            Outcome::Refused { status, body } => {
-                let code = serde_json::from_str::<Value>(body)
-                    .ok()
-                    .and_then(|b| b["error"]["code"].as_str().map(str::to_string))
-                    .unwrap_or_default();
-                format!("{status} {code}")
-            }
+            Outcome::Refused { status, body } => format!("{status} {}", code_of(body)),
             Outcome::NotSent(why) => format!("not sent ({why})"),
             Outcome::Unknown(why) => format!("unknown ({why})"),
         }
@@ -148,6 +143,10 @@ impl History {
                     Ok(body) if status.is_success() => {
                         Outcome::Accepted(serde_json::from_str(&body).unwrap_or(Value::Null))
                     }
+                    // The server says itself that it does not know (`outcome_unknown`).
+                    Ok(body) if status == reqwest::StatusCode::GATEWAY_TIMEOUT => {
+                        Outcome::Unknown(format!("504 {}", code_of(&body)))
+                    }
                     Ok(body) => Outcome::Refused {
                         status: status.as_u16(),
                         body,
@@ -173,6 +172,14 @@ impl History {
     pub fn ops(&self) -> Vec<Op> {
         self.ops.lock().unwrap().clone()
     }
+}
+
+/// The `error.code` of an API error body (empty when it has none).
+fn code_of(body: &str) -> String {
+    serde_json::from_str::<Value>(body)
+        .ok()
+        .and_then(|b| b["error"]["code"].as_str().map(str::to_string))
+        .unwrap_or_default()
 }
 
 /// An error in a few words: its kind, not reqwest's whole chain.

@@ -262,6 +262,7 @@ pub fn tally(ops: &[Op]) -> String {
         for op in ops.iter().filter(|op| op.action.name() == kind) {
             let label = match &op.outcome {
                 Outcome::NotSent(_) => "not sent".to_string(),
+                Outcome::Unknown(why) if why.starts_with("504") => why.clone(),
                 Outcome::Unknown(_) => "unknown".to_string(),
                 other => other.label(),
             };
