@@ -304,3 +304,123 @@ async fn bad_input_gets_a_clear_4xx_and_changes_nothing() {
     }
     server.shutdown().await;
 }
+
+/// A sub-agent's question ends the run too: the interrupt names the sub-agent, the
+/// sub-agent's segment ends `suspended`, and the resume goes to the sub-agent's task.
+#[tokio::test]
+async fn a_sub_agents_question_is_an_attributed_interrupt() {
+    use looopy_agent::Agent;
+    use looopy_agent::subagent::SubAgentSpec;
+    use looopy_agent::tool::ToolRegistry;
+    use looopy_llm::scripted::{Matcher, Response, Script, ScriptedProvider, Turn};
+    use looopy_store::Store;
+
+    let for_agent = |agent: &str, responses: Vec<Response>| {
+        let mut turn = Turn::new().named(agent).when(Matcher::any().agent(agent));
+        for response in responses {
+            turn = turn.response(response);
+        }
+        turn
+    };
+    let script = Script::new()
+        .turn(for_agent(
+            "looopy",
+            vec![
+                Response::new().tool_call_with_id("call-r", "helper", json!({"message": "go"})),
+                Response::new().text("Root: {{last_tool_result}}"),
+            ],
+        ))
+        .turn(for_agent(
+            "helper",
+            vec![
+                Response::new().tool_call_with_id(
+                    "call-ask",
+                    "ask_user",
+                    json!({"question": "Which colour?"}),
+                ),
+                Response::new().text("Heard {{last_tool_result}}"),
+            ],
+        ));
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().join("looopy.db")).unwrap();
+    let agent = Agent::builder()
+        .provider(ScriptedProvider::new(script))
+        .store(store)
+        .registry(ToolRegistry::builtin())
+        .sub_agent(SubAgentSpec::local("helper", "Helps.", "You help.").tools(["ask_user"]))
+        .build()
+        .unwrap();
+    let server =
+        looopy_testkit::server::TestServer::with_agent(tempfile::tempdir().unwrap(), agent, |_| {})
+            .await;
+    let asked = frames(post(&server, &input("thread-sub", "run-1", "start"), None).await).await;
+    assert_balanced(&asked);
+    let started = asked
+        .iter()
+        .find(|f| f.kind() == "SUBAGENT_STARTED")
+        .unwrap();
+    let sub = started.event["subagentRunId"].as_str().unwrap();
+    let finished = asked
+        .iter()
+        .find(|f| f.kind() == "SUBAGENT_FINISHED")
+        .unwrap();
+    assert_eq!(finished.event["outcome"]["type"], "suspended");
+    let last = &asked.last().unwrap().event;
+    assert_eq!(last["outcome"]["type"], "interrupt", "{asked:#?}");
+    let interrupt = &last["outcome"]["interrupts"][0];
+    assert_eq!(interrupt["subagentRunId"], sub);
+    assert_eq!(interrupt["message"], "Which colour?");
+    assert_eq!(
+        finished.event["outcome"]["interruptIds"],
+        json!([interrupt["id"]])
+    );
+    let id = interrupt["id"].as_str().unwrap();
+    let answered = frames(
+        post(
+            &server,
+            &resume("thread-sub", "run-2", id, "resolved", Some("blue")),
+            None,
+        )
+        .await,
+    )
+    .await;
+    assert_balanced(&answered);
+    let done = &answered.last().unwrap().event;
+    assert_eq!(done["outcome"]["type"], "success", "{answered:#?}");
+    assert_eq!(done["result"], "Root: Heard blue");
+    // The run continues the sub-agent: announced again (same id and name), then finished.
+    let again = answered
+        .iter()
+        .find(|f| f.kind() == "SUBAGENT_STARTED")
+        .unwrap();
+    assert_eq!(again.event["subagentRunId"], sub);
+    assert_eq!(again.event["name"], "helper");
+    let first_own = answered
+        .iter()
+        .position(|f| f.event["subagentRunId"] == sub && f.kind() != "SUBAGENT_STARTED")
+        .unwrap();
+    assert!(
+        answered
+            .iter()
+            .position(|f| f.kind() == "SUBAGENT_STARTED")
+            .unwrap()
+            < first_own
+    );
+    let ended = answered
+        .iter()
+        .find(|f| f.kind() == "SUBAGENT_FINISHED")
+        .unwrap();
+    assert_eq!(ended.event["outcome"]["type"], "success");
+    // Reconnecting to the answering run replays the same frames.
+    let replay = frames(
+        server
+            .client
+            .get(server.url("/v1/agui/thread-sub/runs/run-2"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(replay, answered);
+    server.shutdown().await;
+}

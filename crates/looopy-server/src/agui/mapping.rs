@@ -55,6 +55,11 @@ pub struct RunMapper {
     tasks: HashMap<String, Open>,
     /// Sub-agent tasks started and not yet finished.
     subagents: Vec<String>,
+    /// Sub-agent tasks finished in this run.
+    ended: Vec<String>,
+    /// `subtask-created` events of earlier runs, by sub-agent task: how to announce again a
+    /// sub-agent that this run continues (a resumed question of a sub-agent).
+    known: HashMap<String, Event>,
     /// Open interrupts (input or auth requests not answered yet), by id.
     interrupts: Vec<(String, Value)>,
     /// Tokens per model, summed over the run's `usage` events.
@@ -111,11 +116,48 @@ impl RunMapper {
             finished: false,
             tasks: HashMap::new(),
             subagents: Vec::new(),
+            ended: Vec::new(),
+            known: HashMap::new(),
             interrupts: Vec::new(),
             usage: BTreeMap::new(),
             error: None,
             pending_tools: Vec::new(),
             answered_calls: Vec::new(),
+        }
+    }
+
+    /// Takes note of a `subtask-created` event from before the run (see `known`).
+    pub fn know(&mut self, event: &Event) {
+        if let EventPayload::SubtaskCreated(sub) = &event.payload {
+            self.known.insert(sub.subtask_id.clone(), event.clone());
+        }
+    }
+
+    /// Before an event of a sub-agent this run has not announced (it continues one from an
+    /// earlier run): `SUBAGENT_STARTED` for it and its sub-agent ancestors, outermost first.
+    fn announce_continued(&mut self, event: &Event, out: &mut Vec<AguiEvent>) {
+        let root = &self.ids.task_id;
+        if event.task_id == *root {
+            return;
+        }
+        let chain: Vec<String> = event
+            .path
+            .iter()
+            .skip_while(|task| *task != root)
+            .skip(1)
+            .chain(std::iter::once(&event.task_id))
+            .cloned()
+            .collect();
+        for task in chain {
+            if self.subagents.contains(&task) || self.ended.contains(&task) {
+                continue;
+            }
+            let Some(created) = self.known.get(&task).cloned() else {
+                continue;
+            };
+            if let EventPayload::SubtaskCreated(sub) = &created.payload {
+                self.subagent_started(&created, sub, out);
+            }
         }
     }
 
@@ -142,6 +184,7 @@ impl RunMapper {
             );
             out.push(started);
         }
+        self.announce_continued(event, &mut out);
         let root = event.task_id == self.ids.task_id;
         match &event.payload {
             EventPayload::ContentDelta(delta) => {
@@ -408,6 +451,7 @@ impl RunMapper {
         }
         self.close_task(event, out);
         self.subagents.retain(|id| *id != event.task_id);
+        self.ended.push(event.task_id.clone());
         let mut done = match complete.status {
             TaskState::Completed => {
                 let mut done = base("SUBAGENT_FINISHED", event);
@@ -480,6 +524,7 @@ impl RunMapper {
     /// still waiting end `suspended` with their interrupts).
     fn close_all(&mut self, event: &Event, out: &mut Vec<AguiEvent>) {
         for sub in std::mem::take(&mut self.subagents) {
+            self.ended.push(sub.clone());
             let at = Event {
                 task_id: sub.clone(),
                 ..event.clone()

@@ -114,6 +114,7 @@ pub(crate) async fn post_run(
             let run = RunRef {
                 task_id: started.task_id,
                 start_seq: started.start_seq,
+                continues: false,
             };
             (run, permit)
         }
@@ -125,18 +126,33 @@ pub(crate) async fn post_run(
         run_id: input.run_id,
         task_id: run.task_id.clone(),
     };
-    Ok(run_response(&state, permit, conn, ids, &run, None))
+    run_response(&state, permit, conn, ids, &run, None).await
 }
 
 /// The SSE response of run `ids` from its start, resumed at `cursor` when given.
-fn run_response(
+async fn run_response(
     state: &AppState,
     permit: StreamPermit,
     conn: Option<ConnHandle>,
     ids: RunIds,
     run: &RunRef,
     cursor: Option<Cursor>,
-) -> Response {
+) -> Result<Response, ApiError> {
+    let mut mapper = RunMapper::new(ids.clone());
+    // A run that continues a paused task may continue its sub-agents: they are announced
+    // again, as the earlier run announced them.
+    if run.continues {
+        let created = super::runs::subagents_before(
+            state.store(),
+            &ids.thread_id,
+            &run.task_id,
+            run.start_seq,
+        )
+        .await?;
+        for event in &created {
+            mapper.know(event);
+        }
+    }
     let streams = state.streams();
     // A slow reader gets a slower stream, never a truncated one: AG-UI clients do not
     // reconnect by themselves.
@@ -155,7 +171,7 @@ fn run_response(
             close: CloseRule::TaskSettled(run.task_id.clone()),
         },
     );
-    streams.response(RunFrames::new(events, RunMapper::new(ids), cursor))
+    Ok(streams.response(RunFrames::new(events, mapper, cursor)))
 }
 
 /// The paused task a resume entry answers, and how.
@@ -280,6 +296,7 @@ async fn answer_tool(
     Ok(RunRef {
         task_id: root,
         start_seq: started.start_seq,
+        continues: true,
     })
 }
 
@@ -354,6 +371,7 @@ async fn answer(
     Ok(RunRef {
         task_id: root,
         start_seq,
+        continues: true,
     })
 }
 
@@ -410,7 +428,7 @@ pub(crate) async fn get_run(
         run_id,
         task_id: run.task_id.clone(),
     };
-    Ok(run_response(&state, permit, conn, ids, &run, cursor))
+    run_response(&state, permit, conn, ids, &run, cursor).await
 }
 
 fn invalid_cursor() -> ApiError {

@@ -27,6 +27,8 @@ const REMEMBERED: usize = 10_000;
 pub(crate) struct RunRef {
     pub task_id: String,
     pub start_seq: u64,
+    /// Whether the run continues a paused task (rather than starting its turn).
+    pub continues: bool,
 }
 
 /// The runs this server started, by `(threadId, runId)`.
@@ -84,17 +86,19 @@ impl Runs {
             let events = store.event_log().read_after(thread_id, after, PAGE).await?;
             for event in &events {
                 let root = event.path.first().unwrap_or(&event.task_id);
-                let found = match &event.payload {
-                    EventPayload::TaskCreated(_) => event.task_id == run_id,
-                    EventPayload::InputReceived(received) => {
-                        received.metadata.get("aguiRunId").and_then(|v| v.as_str()) == Some(run_id)
-                    }
-                    _ => false,
+                let (found, continues) = match &event.payload {
+                    EventPayload::TaskCreated(_) => (event.task_id == run_id, false),
+                    EventPayload::InputReceived(received) => (
+                        received.metadata.get("aguiRunId").and_then(|v| v.as_str()) == Some(run_id),
+                        true,
+                    ),
+                    _ => (false, false),
                 };
                 if found {
                     let run = RunRef {
                         task_id: root.clone(),
                         start_seq: event.seq.saturating_sub(1),
+                        continues,
                     };
                     self.remember(thread_id, run_id, run.clone());
                     return Ok(Some(run));
@@ -106,6 +110,36 @@ impl Runs {
             }
         }
     }
+}
+
+/// The `subtask-created` events of `root`'s tree logged before `until`: the sub-agents a
+/// run starting after `until` may continue (see `RunMapper::know`).
+pub(crate) async fn subagents_before(
+    store: &Store,
+    thread_id: &str,
+    root: &str,
+    until: u64,
+) -> Result<Vec<looopy_protocol::Event>, StoreError> {
+    const PAGE: usize = 256;
+    let mut found = Vec::new();
+    let mut after = 0;
+    while after < until {
+        let events = store.event_log().read_after(thread_id, after, PAGE).await?;
+        for event in &events {
+            if event.seq > until {
+                return Ok(found);
+            }
+            let in_tree = event.task_id == root || event.path.iter().any(|t| t == root);
+            if in_tree && matches!(event.payload, EventPayload::SubtaskCreated(_)) {
+                found.push(event.clone());
+            }
+        }
+        match events.last() {
+            Some(last) if events.len() == PAGE => after = last.seq,
+            _ => break,
+        }
+    }
+    Ok(found)
 }
 
 #[cfg(test)]
@@ -122,6 +156,7 @@ mod tests {
                 RunRef {
                     task_id: "task".into(),
                     start_seq: n as u64,
+                    continues: false,
                 },
             );
         }
