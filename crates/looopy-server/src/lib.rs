@@ -26,6 +26,7 @@
 //! | `GET /healthz` | liveness |
 //! | `POST`/`GET`/`DELETE /mcp` | the agent as an MCP server (streamable HTTP): its `ask` tool ([`mcp`]) |
 //! | `GET /metrics` | Prometheus text format ([`metrics`]); behind authentication unless [`ServerConfig::metrics_public`] |
+//! | `POST /v1/agui`, `GET /v1/agui/{threadId}/runs/{runId}`, `POST …/cancel` | AG-UI 1.0 ([`agui`]): runs as AG-UI event streams mapped from the log, interrupts, reconnect with a join prelude, frontend tools |
 //!
 //! Ordering, backpressure, reconnection and error semantics are spelled out in
 //! [`guarantees`].

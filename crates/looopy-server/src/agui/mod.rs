@@ -4,14 +4,14 @@
 //!
 //! | route | |
 //! |---|---|
-//! | `POST /v1/agui` | a `RunAgentInput` ([`input`]): starts a turn with the new user message, or answers an interrupt (`resume`); answers the run as `text/event-stream` |
+//! | `POST /v1/agui` | a `RunAgentInput` (module `input`): starts a turn with the new user message, or answers an interrupt (`resume`); answers the run as `text/event-stream` |
 //! | `GET /v1/agui/{threadId}/runs/{runId}` | the run again from the log: from its start, or after `Last-Event-ID` / `?after=` with a join prelude ([`prelude`]) |
 //! | `POST /v1/agui/{threadId}/runs/{runId}/cancel` | stops the run's task (202); a disconnect does not |
 //!
 //! - `threadId` is the Looopy context: created for the caller on first use, owned like
 //!   every context (another principal's thread is a 404, as in the rest of the API).
 //! - `runId` is the client's; `RUN_STARTED` echoes it and names the Looopy task in
-//!   `metadata.looopy.taskId`. How a run id is found again is in [`runs`].
+//!   `metadata.looopy.taskId`. How a run id is found again is in the `runs` module.
 //! - Every frame is `id: …` + `data: {event}`; ids are log seqs (`N`), or `N.k` for the
 //!   k-th of several AG-UI events mapped from log event `N` ([`prelude::Cursor`]).
 //! - A question to the user (`input-required`) or a sign-in (`auth-required`) ends the
