@@ -4,6 +4,8 @@
 //! "slowly …" streams for about 2 s). The official SDKs' own runs are in
 //! `openai_sdk.rs` (Python) and `openai_node.rs` (npm).
 
+#[path = "e2e/openai_support.rs"]
+mod openai_support;
 #[path = "e2e/ai_sdk_support.rs"]
 mod support;
 
@@ -522,5 +524,67 @@ async fn chat_completions_answer_42_streamed_and_whole() {
     let models: Value = get(&server, "/v1/models", None).await.json().await.unwrap();
     assert_eq!(models["object"], "list");
     assert_eq!(models["data"][0]["id"], "looopy");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_client_function_tool_round_trips_through_function_call_output() {
+    let server = openai_support::tools_server().await;
+    let tools = json!([openai_support::weather_tool()]);
+    let first: Value = post(
+        &server,
+        "/v1/responses",
+        &json!({"input": "What is the weather in Oslo?", "tools": tools}),
+        None,
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
+    // As OpenAI's: the response completes with the call the client must run.
+    assert_eq!(first["status"], "completed", "{first}");
+    assert_eq!(first["tools"][0]["name"], "get_weather");
+    let call = first["output"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(call["type"], "function_call", "{first}");
+    assert_eq!(call["name"], "get_weather");
+    assert_eq!(call["status"], "completed");
+    let arguments: Value = serde_json::from_str(call["arguments"].as_str().unwrap()).unwrap();
+    assert_eq!(arguments, json!({"city": "Oslo"}));
+    // Refusals that change nothing: text instead of the output, another call's output.
+    let refused = post(
+        &server,
+        "/v1/responses",
+        &json!({"input": "sunny", "previous_response_id": first["id"]}),
+        None,
+    )
+    .await;
+    assert_eq!(refused.status(), 400);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "function_call_output_expected");
+    let output = |call_id: &Value| {
+        json!({"previous_response_id": first["id"], "tools": tools,
+               "input": [{"type": "function_call_output", "call_id": call_id, "output": "sunny"}]})
+    };
+    let wrong = post(
+        &server,
+        "/v1/responses",
+        &output(&json!("call_other")),
+        None,
+    )
+    .await;
+    assert_eq!(wrong.status(), 400);
+    let body: Value = wrong.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "unknown_tool_call");
+    // The call's output continues the turn.
+    let second: Value = post(&server, "/v1/responses", &output(&call["call_id"]), None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(second["status"], "completed", "{second}");
+    assert!(
+        output_text(&second).contains("It is sunny in Oslo."),
+        "{second}"
+    );
     server.shutdown().await;
 }

@@ -7,6 +7,8 @@
 //! Skipped (with a message) when python3 or the SDK is missing, unless
 //! `LOOOPY_REQUIRE_E2E=1`, which makes that a failure.
 
+#[path = "e2e/openai_support.rs"]
+mod openai_support;
 #[path = "e2e/ai_sdk_support.rs"]
 mod support;
 
@@ -224,5 +226,29 @@ async fn chat_completions_models_and_errors_through_the_sdk() {
     assert_eq!(seen["not_found"]["type"], "invalid_request_error");
     assert_eq!(seen["unknown_model"], "model_not_found");
     assert_eq!(seen["bad_request"], "empty_messages");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_client_function_tool_round_trips_through_the_sdk() {
+    if skip() {
+        return;
+    }
+    let server = openai_support::tools_server().await;
+    let seen = client(&server, &["function"]).await;
+    assert_eq!(seen["first"]["status"], "completed", "{seen}");
+    assert_eq!(
+        seen["first"]["calls"],
+        serde_json::json!([{"name": "get_weather", "arguments": {"city": "Oslo"}}])
+    );
+    assert_eq!(seen["second"]["status"], "completed");
+    assert!(consecutive(&seen["second"]["numbers"]));
+    assert!(
+        seen["second"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("It is sunny in Oslo."),
+        "{seen}"
+    );
     server.shutdown().await;
 }

@@ -127,6 +127,7 @@ pub(crate) async fn create(
         metadata: Default::default(),
         previous_response_id: None,
         background: false,
+        tools: Vec::new(),
     };
     let mapper = ResponseMapper::new(header, rid.task_id.clone());
     let events = open(&state, permit, conn, context_id.as_str(), &rid);

@@ -36,7 +36,16 @@
 //!   server). `instructions`, `metadata`, `model` and `background` are echoed, not
 //!   applied: the agent's own configuration rules. They are kept in memory
 //!   ([`responses::Registry`]); after a restart a response is rebuilt without them.
-//!   Client-declared `tools` are refused (400) until client-side tools exist.
+//! - **Client `function` tools** (`tools: [{type: "function", …}]`; other tool types are a
+//!   400) are offered to the model for that turn as the client's own tools
+//!   ([`looopy_agent::tool::ClientTools`], the mechanism AG-UI's frontend tools use). A
+//!   call to one is a `function_call` item (`call_id` = the Looopy tool call id); the turn
+//!   pauses durably and the response ends **`completed`** with that item last, as OpenAI's
+//!   do. The next request with `previous_response_id` and a `function_call_output` item
+//!   for that `call_id` resumes the turn with the output as the call's result; text
+//!   instead (`function_call_output_expected`) or another call's output
+//!   (`unknown_tool_call`) is a 400 that changes nothing. Chat Completions `tools` are
+//!   refused (400).
 //! - **`background: true`** answers at once with status `queued` (behind another turn of
 //!   the context) or `in_progress`; **`stream: true`** answers the events; otherwise the
 //!   request waits for the response to settle and answers the whole object.

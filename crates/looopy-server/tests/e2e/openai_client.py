@@ -148,6 +148,22 @@ def main():
             client.chat.completions.create(model="looopy", messages=[])
         except openai.BadRequestError as error:
             seen["bad_request"] = error.code
+    elif scenario == "function":
+        tools = [{"type": "function", "name": "get_weather", "description": "The weather",
+                  "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                 "required": ["city"]}}]
+        first = client.responses.create(model="looopy", input="Weather in Oslo?", tools=tools)
+        check(Response, first, "response")
+        calls = [item for item in first.output if item.type == "function_call"]
+        seen["first"] = {"status": first.status, "calls": [
+            {"name": c.name, "arguments": json.loads(c.arguments)} for c in calls]}
+        events_seen = events(client.responses.create(
+            model="looopy", previous_response_id=first.id, tools=tools, stream=True,
+            input=[{"type": "function_call_output", "call_id": calls[0].call_id,
+                    "output": "sunny"}]))
+        final = Response.model_validate(events_seen[-1]["response"])
+        seen["second"] = {"status": final.status, "text": final.output_text,
+                          "numbers": [e["sequence_number"] for e in events_seen]}
     else:
         raise SystemExit(f"unknown scenario {scenario}")
     seen["invalid"] = invalid

@@ -27,8 +27,11 @@ pub struct ResponseMapper {
     text: Option<usize>,
     /// Open reasoning items by thought id.
     reasoning: HashMap<String, usize>,
-    /// Open `mcp_call` items by tool call id.
+    /// Open `mcp_call` and `function_call` items by tool call id.
     tools: HashMap<String, usize>,
+    /// Whether the turn paused on a client tool's call (the response is then `completed`
+    /// with `function_call` items, as OpenAI's).
+    awaits_function: bool,
     usage: (u64, u64, u64),
     status: &'static str,
     error: Option<Value>,
@@ -46,6 +49,7 @@ impl ResponseMapper {
             text: None,
             reasoning: HashMap::new(),
             tools: HashMap::new(),
+            awaits_function: false,
             usage: (0, 0, 0),
             status: "in_progress",
             error: None,
@@ -108,7 +112,7 @@ impl ResponseMapper {
             "temperature": Value::Null,
             "text": {"format": {"type": "text"}},
             "tool_choice": "auto",
-            "tools": [],
+            "tools": h.tools,
             "top_p": Value::Null,
             "truncation": "disabled",
             "usage": usage,
@@ -188,6 +192,9 @@ impl ResponseMapper {
 
     fn root_status(&mut self, status: &TaskStatus, out: &mut Vec<Value>) {
         match status.status {
+            state if state.is_interrupted() && self.awaits_function => {
+                self.finish("completed", "response.completed", out);
+            }
             state if state.is_interrupted() => {
                 self.finish("incomplete", "response.incomplete", out);
             }
@@ -359,6 +366,9 @@ impl ResponseMapper {
     fn tool_start(&mut self, start: &ToolStart, out: &mut Vec<Value>) {
         self.close_text(out);
         self.close_reasoning(out);
+        if start.metadata.get("provider").and_then(Value::as_str) == Some("client") {
+            return self.function_call(start, out);
+        }
         let index = self.output.len();
         let id = format!("mcp_{}", start.tool_call_id);
         let arguments = start.arguments.to_string();
@@ -383,6 +393,33 @@ impl ResponseMapper {
         self.emit(
             out,
             json!({"type": "response.mcp_call_arguments.done", "item_id": id,
+                   "output_index": index, "arguments": arguments}),
+        );
+        self.tools.insert(start.tool_call_id.clone(), index);
+    }
+
+    /// A call of one of the client's own tools: a `function_call` item, done once the
+    /// turn asks for its result ([`Self::question`]).
+    fn function_call(&mut self, start: &ToolStart, out: &mut Vec<Value>) {
+        let index = self.output.len();
+        let id = format!("fc_{}", start.tool_call_id);
+        let arguments = start.arguments.to_string();
+        let item = json!({"id": id, "type": "function_call", "call_id": start.tool_call_id,
+                          "name": start.tool_name, "arguments": "", "status": "in_progress"});
+        self.output.push(item.clone());
+        self.emit(
+            out,
+            json!({"type": "response.output_item.added", "output_index": index, "item": item}),
+        );
+        self.emit(
+            out,
+            json!({"type": "response.function_call_arguments.delta", "item_id": id,
+                   "output_index": index, "delta": arguments}),
+        );
+        self.output[index]["arguments"] = json!(arguments);
+        self.emit(
+            out,
+            json!({"type": "response.function_call_arguments.done", "item_id": id,
                    "output_index": index, "arguments": arguments}),
         );
         self.tools.insert(start.tool_call_id.clone(), index);
@@ -434,6 +471,17 @@ impl ResponseMapper {
             .filter(|_| event.task_id == self.root)
             .and_then(|id| self.tools.remove(id));
         if let Some(index) = asking {
+            if self.output[index]["type"] == "function_call" {
+                // The client runs it: the call is the response's last output.
+                self.awaits_function = true;
+                self.output[index]["status"] = json!("completed");
+                let item = self.output[index].clone();
+                self.emit(
+                    out,
+                    json!({"type": "response.output_item.done", "output_index": index, "item": item}),
+                );
+                return;
+            }
             self.output[index]["status"] = json!("incomplete");
             let item = self.output[index].clone();
             self.emit(

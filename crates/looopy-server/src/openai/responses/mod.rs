@@ -24,6 +24,8 @@ pub struct Header {
     pub metadata: Map<String, Value>,
     pub previous_response_id: Option<String>,
     pub background: bool,
+    /// The declared `function` tools, as echoed.
+    pub tools: Vec<Value>,
 }
 
 /// A response id, `resp_<taskId>_<startSeq>`: the root task whose log events make the

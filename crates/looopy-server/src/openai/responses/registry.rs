@@ -1,5 +1,5 @@
 //! What a response's requests said that the log does not keep — `model`, `instructions`,
-//! `metadata`, `previous_response_id`, `background` — and which responses were deleted.
+//! `metadata`, `previous_response_id`, `background`, `tools` — and which responses were deleted.
 //! Kept in memory for this process (bounded): after a restart a response still streams,
 //! resumes and retrieves from the log, with `model` `looopy` and these fields empty.
 
@@ -20,6 +20,7 @@ pub(crate) struct Echo {
     pub(crate) metadata: Map<String, Value>,
     pub(crate) previous_response_id: Option<String>,
     pub(crate) background: bool,
+    pub(crate) tools: Vec<Value>,
 }
 
 /// Shared by the Responses routes (an axum extension).

@@ -1,10 +1,12 @@
 //! What `POST /v1/responses` reads: `model`, `input` (a string, or items whose user
 //! messages are the turn's input), `instructions`, `previous_response_id`, `stream`,
-//! `background`, `metadata`. Other fields the SDKs send (`temperature`, `store`, …) are
-//! accepted and ignored; `tools` of any kind are refused until client-side tools exist.
+//! `background`, `metadata`, and `tools` of type `function` (the client's own tools, see
+//! the [door's docs](crate::openai)); their results come back as `function_call_output`
+//! items. Other fields the SDKs send (`temperature`, `store`, …) are accepted and ignored.
 
+use looopy_agent::tool::ToolDefinition;
 use serde::Deserialize;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use crate::ApiError;
 
@@ -28,17 +30,83 @@ pub(crate) struct CreateRequest {
     pub(crate) tools: Option<Vec<Value>>,
 }
 
+/// What the input asks for.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Input {
+    /// User text: a new turn, or the answer to the question the context is paused on.
+    Text(String),
+    /// The result of a client tool's call (`function_call_output`).
+    ToolOutput { call_id: String, output: String },
+}
+
 impl CreateRequest {
+    /// The declared `function` tools, as the model is offered them, and as the response
+    /// object echoes them. Other tool types are a 400: the agent's own tools are the
+    /// server's.
+    pub(crate) fn function_tools(&self) -> Result<(Vec<ToolDefinition>, Vec<Value>), ApiError> {
+        let mut definitions = Vec::new();
+        let mut echoed = Vec::new();
+        for tool in self.tools.iter().flatten() {
+            let kind = tool.get("type").and_then(Value::as_str).unwrap_or("");
+            let name = tool.get("name").and_then(Value::as_str);
+            let (true, Some(name)) = (kind == "function", name) else {
+                return Err(ApiError::bad_request(
+                    "unsupported_tool",
+                    format!(
+                        "only tools of type \"function\" with a name can be declared (got \
+                         {kind:?}); the agent's own tools run on the server"
+                    ),
+                ));
+            };
+            let description = tool.get("description").and_then(Value::as_str);
+            let parameters = tool.get("parameters").cloned().unwrap_or(Value::Null);
+            echoed.push(json!({
+                "type": "function", "name": name, "description": description,
+                "parameters": parameters,
+                "strict": tool.get("strict").and_then(Value::as_bool).unwrap_or(false),
+            }));
+            definitions.push(ToolDefinition {
+                name: name.to_string(),
+                description: description.unwrap_or_default().to_string(),
+                parameters,
+            });
+        }
+        Ok((definitions, echoed))
+    }
+
+    /// The input: a `function_call_output` item when there is one, else the text (see
+    /// [`Self::input_text`]).
+    pub(crate) fn input(&self) -> Result<Input, ApiError> {
+        if let Some(Value::Array(items)) = &self.input {
+            let output = items.iter().find(|item| {
+                item.get("type").and_then(Value::as_str) == Some("function_call_output")
+            });
+            if let Some(item) = output {
+                let call_id = item.get("call_id").and_then(Value::as_str);
+                let Some(call_id) = call_id else {
+                    return Err(ApiError::bad_request(
+                        "invalid_input",
+                        "a function_call_output item needs its call_id",
+                    ));
+                };
+                let output = match item.get("output") {
+                    Some(Value::String(text)) => text.clone(),
+                    Some(Value::Array(_)) => content_text(item.get("output")),
+                    Some(other) => other.to_string(),
+                    None => String::new(),
+                };
+                return Ok(Input::ToolOutput {
+                    call_id: call_id.to_string(),
+                    output,
+                });
+            }
+        }
+        self.input_text().map(Input::Text)
+    }
+
     /// The turn's input text: the string, or the text of every user message item joined
     /// by blank lines. A 400 when there is none.
     pub(crate) fn input_text(&self) -> Result<String, ApiError> {
-        if self.tools.as_ref().is_some_and(|t| !t.is_empty()) {
-            return Err(ApiError::bad_request(
-                "unsupported_tools",
-                "client-declared tools are not supported by this server yet; the agent runs \
-                 its own tools",
-            ));
-        }
         if let Some(metadata) = &self.metadata {
             // OpenAI's limits: at most 16 pairs, keys up to 64 and values up to 512 chars.
             let too_big = metadata.len() > 16
@@ -161,6 +229,29 @@ mod tests {
     }
 
     #[test]
+    fn function_tools_and_their_outputs_are_read() {
+        let body: CreateRequest = serde_json::from_value(json!({
+            "input": [{"type": "function_call_output", "call_id": "c1", "output": "sunny"}],
+            "tools": [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}}]
+        }))
+        .unwrap();
+        assert_eq!(
+            body.input().unwrap(),
+            Input::ToolOutput {
+                call_id: "c1".into(),
+                output: "sunny".into()
+            }
+        );
+        let (definitions, echoed) = body.function_tools().unwrap();
+        assert_eq!(definitions[0].name, "get_weather");
+        assert_eq!(echoed[0]["strict"], false);
+        let web: CreateRequest =
+            serde_json::from_value(json!({"input": "x", "tools": [{"type": "web_search"}]}))
+                .unwrap();
+        assert_eq!(web.function_tools().unwrap_err().code(), "unsupported_tool");
+    }
+
+    #[test]
     fn what_cannot_be_done_is_refused() {
         let code = |body| text(body).unwrap_err().code().to_string();
         assert_eq!(code(json!({"input": "  "})), "empty_input");
@@ -174,10 +265,6 @@ mod tests {
                 json!({"input": [{"type": "function_call_output", "call_id": "c", "output": "1"}]})
             ),
             "unsupported_input_item"
-        );
-        assert_eq!(
-            code(json!({"input": "x", "tools": [{"type": "function", "name": "f"}]})),
-            "unsupported_tools"
         );
         assert_eq!(
             code(json!({"input": "x", "metadata": {"k": 1}})),

@@ -7,14 +7,16 @@ use axum::Json;
 use axum::extract::{Extension, State};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
+use looopy_agent::tool::ClientTools;
 use looopy_protocol::Message;
 use looopy_protocol::TaskState;
+use looopy_protocol::event::InputType;
 use looopy_protocol::ids::{ContextId, TaskId};
 use looopy_store::TaskRecord;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::request::CreateRequest;
+use super::request::{CreateRequest, Input};
 use super::{Echo, Header, Registry, ResponseFrames, ResponseId, ResponseMapper};
 use crate::auth::Principal;
 use crate::events::{CloseRule, EventFilter, EventStream};
@@ -35,7 +37,10 @@ pub(crate) async fn create(
     Connection(conn): Connection,
     ApiJson(body): ApiJson<CreateRequest>,
 ) -> Result<Response, ApiError> {
-    let text = body.input_text()?;
+    let input = body.input()?;
+    let (definitions, tools) = body.function_tools()?;
+    let client_tools = ClientTools::new(definitions)
+        .map_err(|e| ApiError::bad_request("invalid_tools", e.to_string()))?;
     let model = models::check(body.model.as_deref())?;
     let stream = body.stream.unwrap_or(false);
     let background = body.background.unwrap_or(false);
@@ -50,30 +55,59 @@ pub(crate) async fn create(
         .access()
         .authorize_new_or_own_context(&principal, &context_id)
         .await?;
+    let waiting = waiting_input(state.agent(), &context_id).await?;
+    // Checked before anything changes: a refused request leaves the pause as it was.
+    let answer = match (&input, &waiting) {
+        (Input::ToolOutput { call_id, output }, Some(waiting)) => {
+            let asked = asked_call(&state, &waiting.answering).await?;
+            if asked.as_deref() != Some(call_id.as_str()) {
+                return Err(unknown_call(call_id));
+            }
+            Some(output.clone())
+        }
+        (Input::ToolOutput { call_id, .. }, None) => return Err(unknown_call(call_id)),
+        (Input::Text(text), Some(waiting)) => {
+            if waiting.pending.request.input_type == InputType::ToolExecution {
+                return Err(ApiError::bad_request(
+                    "function_call_output_expected",
+                    "the previous response ended with a function_call: send its result as a \
+                     function_call_output input item",
+                ));
+            }
+            Some(text.clone())
+        }
+        (Input::Text(_), None) => None,
+    };
     // The stream slot is taken before the turn starts: a 429 never leaves a turn running.
     let permit = match stream || !background {
         true => Some(state.streams().acquire(&principal, conn.as_ref())?),
         false => None,
     };
-    let (root, started) = match waiting_input(state.agent(), &context_id).await? {
-        // The previous response asked: this input is the answer.
-        Some(waiting) => {
+    let (root, started) = match (answer, waiting, input) {
+        // The previous response asked: this input is the answer (or the tool's result).
+        (Some(answer), Some(waiting), _) => {
             let started = state
                 .provide_input(
                     &waiting.answering,
                     &waiting.pending.input_id,
-                    Value::String(text),
+                    Value::String(answer),
                     principal.input_source(),
                 )
                 .await?;
             (waiting.root, started)
         }
-        None => {
+        (_, _, Input::Text(text)) => {
             let started = state
-                .start_turn_with(&principal, &context_id, Message::user(text))
+                .start_turn_with_client_tools(
+                    &principal,
+                    &context_id,
+                    Message::user(text),
+                    client_tools,
+                )
                 .await?;
             (started.task_id.clone(), started)
         }
+        (_, _, Input::ToolOutput { call_id, .. }) => return Err(unknown_call(&call_id)),
     };
     let id = ResponseId {
         task_id: root,
@@ -86,6 +120,7 @@ pub(crate) async fn create(
         metadata: body.metadata.unwrap_or_default(),
         previous_response_id: body.previous_response_id,
         background,
+        tools,
     };
     registry.remember(&id.to_string(), echo.clone());
     let header = header(&id, echo);
@@ -114,6 +149,25 @@ pub(crate) async fn create(
 pub(crate) struct RetrieveQuery {
     stream: Option<String>,
     starting_after: Option<u64>,
+}
+
+/// The call of a client tool task `task_id` waits for the result of, if it does.
+async fn asked_call(state: &AppState, task_id: &str) -> Result<Option<String>, ApiError> {
+    let task = state.agent().get_task(task_id).await?;
+    Ok(task
+        .as_ref()
+        .and_then(looopy_agent::Agent::pending_tool_call)
+        .map(|(id, _)| id))
+}
+
+fn unknown_call(call_id: &str) -> ApiError {
+    ApiError::bad_request(
+        "unknown_tool_call",
+        format!(
+            "no function call {call_id:?} waits for its output in the previous response's \
+             conversation"
+        ),
+    )
 }
 
 /// `GET /v1/responses/{id}`: the object; with `?stream=true` the stream again from the log
@@ -223,6 +277,7 @@ fn header(id: &ResponseId, echo: Echo) -> Header {
         metadata: echo.metadata,
         previous_response_id: echo.previous_response_id,
         background: echo.background,
+        tools: echo.tools,
     }
 }
 
