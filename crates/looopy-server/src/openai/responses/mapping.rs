@@ -240,11 +240,7 @@ impl ResponseMapper {
     fn text_delta(&mut self, seq: u64, delta: &str, out: &mut Vec<Value>) {
         let index = self.open_text(seq, out);
         let item = &mut self.output[index];
-        let text = format!(
-            "{}{delta}",
-            item["content"][0]["text"].as_str().unwrap_or("")
-        );
-        item["content"][0]["text"] = json!(text);
+        append(item, delta);
         let id = item["id"].clone();
         self.emit(
             out,
@@ -320,11 +316,7 @@ impl ResponseMapper {
 
     fn reasoning_delta(&mut self, index: usize, delta: &str, out: &mut Vec<Value>) {
         let item = &mut self.output[index];
-        let text = format!(
-            "{}{delta}",
-            item["content"][0]["text"].as_str().unwrap_or("")
-        );
-        item["content"][0]["text"] = json!(text);
+        append(item, delta);
         let id = item["id"].clone();
         self.emit(
             out,
@@ -542,6 +534,16 @@ impl ResponseMapper {
             .as_ref()
             .and_then(|e| e["message"].as_str())
             .map(str::to_string)
+    }
+}
+
+/// Appends `delta` to the text of `item`'s one content part, in place (a long answer must
+/// not be copied once per delta).
+fn append(item: &mut Value, delta: &str) {
+    match item.pointer_mut("/content/0/text") {
+        Some(Value::String(text)) => text.push_str(delta),
+        Some(other) => *other = json!(delta),
+        None => {}
     }
 }
 
