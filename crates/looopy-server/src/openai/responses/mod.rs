@@ -65,7 +65,10 @@ impl std::fmt::Display for ResponseId {
 }
 
 #[cfg(test)]
-mod tests {
+mod tests;
+
+#[cfg(test)]
+mod id_tests {
     use super::*;
 
     #[test]
