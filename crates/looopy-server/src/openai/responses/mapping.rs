@@ -126,7 +126,7 @@ impl ResponseMapper {
         }
         if event.task_id == self.root {
             self.map_root(event, out);
-        } else if event.path.iter().any(|t| *t == self.root) {
+        } else if event.path.contains(&self.root) {
             // A sub-agent's own text, thoughts and tools are its parent's tool result;
             // only its questions reach the client.
             match &event.payload {
