@@ -34,24 +34,28 @@ async fn get_json(url: String) -> Value {
     reqwest::get(url).await.unwrap().json().await.unwrap()
 }
 
-#[tokio::test]
-async fn a_disk_that_fills_mid_turn_fails_the_turn_visibly_and_writes_resume_after() {
-    let fs = match Tmpfs::mount("24m") {
-        Ok(fs) => fs,
+/// A tmpfs of `size`, or `None` (the test skips) without root unless `LOOOPY_REQUIRE_E2E=1`.
+fn tmpfs(size: &str) -> Option<Tmpfs> {
+    match Tmpfs::mount(size) {
+        Ok(fs) => Some(fs),
         Err(why) if std::env::var("LOOOPY_REQUIRE_E2E").as_deref() != Ok("1") => {
             eprintln!(
                 "skipping the disk-full test: {why} (set LOOOPY_REQUIRE_E2E=1 to fail instead)"
             );
-            return;
+            None
         }
         Err(why) => panic!("LOOOPY_REQUIRE_E2E=1 but no tmpfs: {why}"),
-    };
+    }
+}
+
+/// `looopy serve` with its database on `fs` and a script (in `work`, outside the tmpfs, so
+/// filling it cannot break the script or the server's HOME) whose `slow` messages get a
+/// long answer — up to 25 s: 50 steps of 100 deltas 5 ms apart; the scripted model cuts one
+/// text into at most 256 deltas, hence the steps — so the disk fills mid-turn; any other
+/// message gets "done".
+fn slow_server(fs: &Tmpfs, work: &Path) -> support::Server {
     let db = fs.path().join("looopy.db");
-    // Outside the tmpfs, so filling it cannot break the script or the server's HOME.
-    let work = tempfile::tempdir().unwrap();
-    let script = work.path().join("script.yaml");
-    // A long, slow answer (up to 25 s: 50 steps of 100 deltas 5 ms apart; the scripted model
-    // cuts one text into at most 256 deltas, hence the steps), so the disk fills mid-turn.
+    let script = work.join("script.yaml");
     let step = format!(
         "        - text: \"{}\"\n          chunk_size: 5\n          delay_ms: 5\n",
         "tick ".repeat(100)
@@ -63,10 +67,19 @@ async fn a_disk_that_fills_mid_turn_fails_the_turn_visibly_and_writes_resume_aft
             + "- responses: [\"done\"]\n",
     )
     .unwrap();
-    let server = start_default(
+    start_default(
         &db,
         &["--allow-internal", "--script", script.to_str().unwrap()],
-    );
+    )
+}
+
+#[tokio::test]
+async fn a_disk_that_fills_mid_turn_fails_the_turn_visibly_and_writes_resume_after() {
+    let Some(fs) = tmpfs("24m") else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let server = slow_server(&fs, work.path());
 
     let started: Value = post_message(&server.base, "ctx-full", "slow please")
         .await
@@ -174,6 +187,77 @@ async fn a_disk_that_fills_mid_turn_fails_the_turn_visibly_and_writes_resume_aft
         seen.push_str(&String::from_utf8_lossy(&chunk));
     }
     assert!(seen.contains("\"status\":\"failed\""), "{seen}");
+    drop(server);
+}
+
+/// Turns queued behind one that fails on a full disk end too once the disk has room —
+/// without any new request to notice it: the failures held in memory are written by the
+/// agent's own probe, so no queue waits for ever.
+#[tokio::test]
+async fn turns_queued_behind_a_full_disk_end_once_it_has_room_without_a_new_request() {
+    let Some(fs) = tmpfs("24m") else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let server = slow_server(&fs, work.path());
+    let first: Value = post_message(&server.base, "ctx-q", "slow please")
+        .await
+        .json()
+        .await
+        .unwrap();
+    let mut tasks = vec![first["taskId"].as_str().unwrap().to_string()];
+    for i in 0..3 {
+        let queued = post_message(&server.base, "ctx-q", &format!("queued {i}")).await;
+        assert_eq!(queued.status(), 202);
+        let queued: Value = queued.json().await.unwrap();
+        tasks.push(queued["taskId"].as_str().unwrap().to_string());
+    }
+    let filler_path = fs.path().join("filler");
+    let filler = fill(&filler_path);
+    // The running turn fails on the full disk.
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let state = get_json(format!("{}/v1/tasks/{}", server.base, tasks[0])).await;
+        if state["state"] == "failed" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the turn did not fail: {state}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Room again; nobody sends anything. Every task ends, in the store and in the log.
+    drop(filler);
+    std::fs::remove_file(&filler_path).unwrap();
+    for task in &tasks {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let state = get_json(format!("{}/v1/tasks/{task}", server.base)).await;
+            let done = matches!(state["state"].as_str(), Some("failed" | "completed"));
+            if done {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "task {task} never ended after the disk had room: {state}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let replay = reqwest::Client::new()
+        .get(format!("{}/v1/contexts/ctx-q/events", server.base))
+        .query(&[("kinds", "task-complete")])
+        .send()
+        .await
+        .unwrap();
+    let mut replay = replay.bytes_stream();
+    let mut seen = String::new();
+    while seen.matches("event: task-complete").count() < tasks.len() {
+        let chunk = tokio::time::timeout(PATIENCE, replay.next())
+            .await
+            .unwrap_or_else(|_| panic!("not every task's end was logged: {seen}"))
+            .unwrap()
+            .unwrap();
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
     drop(server);
 }
 

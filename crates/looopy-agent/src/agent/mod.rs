@@ -322,6 +322,11 @@ impl Agent {
     ) -> Result<Turn, AgentError> {
         let store = &self.shared.store;
         let context_id = record.context_id.clone();
+        // A queued turn was accepted long ago: its failure to start is a failure.
+        let ending = match record.state {
+            TaskState::Submitted => TaskState::Failed,
+            _ => TaskState::Rejected,
+        };
         let started = async {
             if record.state != TaskState::Working || record.pending.is_some() {
                 record.state = TaskState::Working;
@@ -342,7 +347,7 @@ impl Agent {
         let (stored, owner) = match started.await {
             Ok(started) => started,
             Err(error) => {
-                self.abandon(record, &error).await;
+                self.abandon_as(record, &error, ending).await;
                 return Err(error.into());
             }
         };
@@ -602,9 +607,14 @@ impl Agent {
     }
 
     /// A task record written for a turn that could not start is marked failed.
-    async fn abandon(&self, mut record: TaskRecord, error: &StoreError) {
-        // Refused, never run: the caller was told so (an error, not "accepted").
-        record.state = TaskState::Rejected;
+    async fn abandon(&self, record: TaskRecord, error: &StoreError) {
+        self.abandon_as(record, error, TaskState::Rejected).await;
+    }
+
+    /// [`abandon`](Self::abandon) ending the task in `state`: `rejected` for a start the
+    /// caller is told failed, `failed` for a queued turn that was accepted.
+    async fn abandon_as(&self, mut record: TaskRecord, error: &StoreError, state: TaskState) {
+        record.state = state;
         record.error = Some(ErrorInfo {
             code: ErrorCode::StoreError,
             message: error.to_string(),

@@ -207,7 +207,18 @@ impl Agent {
             return Ok(TaskState::Canceled);
         }
         let emitter = self.emitter(&record.context_id, &task_id, (0, 0));
-        let turn = self.begin(record, user, emitter, cancel).await?;
+        let held = record.clone();
+        let turn = match self.begin(record, user, emitter, cancel).await {
+            Ok(turn) => turn,
+            Err(error) => {
+                // An accepted turn that cannot start because storage fails must still end
+                // visibly: its failure is held and written once storage works again.
+                if matches!(&error, AgentError::Store(e) if e.is_storage_failure()) {
+                    self.hold_failure(held, None);
+                }
+                return Err(error);
+            }
+        };
         let span = turn.span.clone();
         tracing::Instrument::instrument(self.run(turn, claim, Work::Start), span).await
     }

@@ -5,14 +5,19 @@
 //! - A run whose events or records cannot be written stops (see `Emitter`), and ends
 //!   `failed` with code `storage_unavailable`. When even that end cannot be stored, the
 //!   failed record is kept in memory: [`Agent::get_task`] reports it, and it is written to
-//!   the store (record and terminal events) as soon as writes work again.
+//!   the store (terminal events, then the record) as soon as writes work again — found by a
+//!   background probe that runs only while failures are held (a tiny write after 0.5 s,
+//!   then with doubling waits up to 5 s). A queued turn that cannot start for the same
+//!   reason is failed the same way, so the turns behind it move on.
 //! - New turns and resumes are refused with [`AgentError::StorageUnavailable`] (HTTP 503)
 //!   while the store reports failed writes; each refused request first probes the store
 //!   with a tiny write ([`Store::check_writable`]), so the first request after the disk has
-//!   room again goes through — nothing polls in the background.
+//!   room again goes through.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use looopy_protocol::event::{ErrorInfo, TaskComplete};
 use looopy_protocol::{ErrorCode, Metadata, TaskState};
@@ -25,15 +30,22 @@ use crate::AgentError;
 use crate::emit::{Emitter, storage_unavailable};
 use crate::turn::{Turn, TurnEnd};
 
-/// Failed tasks whose end could not be stored, by task id.
+/// Failed tasks whose end could not be stored, by task id, and whether a probe is running
+/// to write them once storage works again.
 #[derive(Clone, Default)]
-pub(super) struct Unrecorded(Arc<Mutex<HashMap<String, TaskRecord>>>);
+pub(super) struct Unrecorded(Arc<Mutex<HashMap<String, TaskRecord>>>, Arc<AtomicBool>);
 
 impl Unrecorded {
     fn lock(&self) -> MutexGuard<'_, HashMap<String, TaskRecord>> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
+
+/// The first wait of the background probe, doubled after each failed probe up to
+/// [`PROBE_MAX`]: a disk freed is noticed within seconds, a disk that stays full costs a
+/// tiny write every few seconds.
+const PROBE_FIRST: Duration = Duration::from_millis(500);
+const PROBE_MAX: Duration = Duration::from_secs(5);
 
 impl Agent {
     /// A task's record as this process knows it: the stored one, or — when its failure
@@ -52,6 +64,57 @@ impl Agent {
             }
             _ => Ok(Some(held)),
         }
+    }
+
+    /// Holds `record`'s failure (`failed`, with `error` or `storage_unavailable`) until it
+    /// can be written, and makes sure a background probe writes it as soon as storage works
+    /// again — a held failure must not wait for the next request, or turns queued behind
+    /// it, and streams waiting for its end, would wait for ever.
+    pub(super) fn hold_failure(&self, mut record: TaskRecord, error: Option<ErrorInfo>) {
+        record.state = TaskState::Failed;
+        record.result = None;
+        record.pending = None;
+        record.error = error.or(record.error).or_else(|| {
+            Some(ErrorInfo {
+                code: ErrorCode::StorageUnavailable,
+                message: "the turn could not be stored".into(),
+                retryable: true,
+            })
+        });
+        record.updated_at = chrono::Utc::now();
+        self.unrecorded
+            .lock()
+            .insert(record.task_id.clone(), record);
+        self.probe_until_recorded();
+    }
+
+    /// Starts the background probe unless one runs: it probes the store, with growing
+    /// waits, and writes the held failures once a probe succeeds; it ends when none is
+    /// held any more.
+    fn probe_until_recorded(&self) {
+        if self.unrecorded.1.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.unrecorded.1.store(false, Ordering::Release);
+            return;
+        };
+        let agent = self.clone();
+        runtime.spawn(async move {
+            let mut wait = PROBE_FIRST;
+            loop {
+                tokio::time::sleep(wait).await;
+                if agent.ensure_writable().await.is_ok() && agent.unrecorded.lock().is_empty() {
+                    break;
+                }
+                wait = (wait * 2).min(PROBE_MAX);
+            }
+            agent.unrecorded.1.store(false, Ordering::Release);
+            // Held between the last look and the flag going down: probe again.
+            if !agent.unrecorded.lock().is_empty() {
+                agent.probe_until_recorded();
+            }
+        });
     }
 
     /// Forgets a held failure because the task already ended in the store.
@@ -261,7 +324,7 @@ impl Agent {
                         .unwrap_or_else(|| storage_unavailable(&error)),
                 );
                 record.updated_at = chrono::Utc::now();
-                self.unrecorded.lock().insert(task_id, record);
+                self.hold_failure(record, None);
                 Err(AgentError::from(run_error.unwrap_or(error)))
             }
         }
