@@ -71,7 +71,7 @@ pub fn check_ops(
                     .iter()
                     .filter(|m| m.contains(token.as_str()))
                     .count();
-                check_send(op, times, tasks, &said, out);
+                check_send(op, times, tasks, truth, &said, out);
             }
             Action::Answer {
                 task, input, token, ..
@@ -104,6 +104,7 @@ fn check_send(
     op: &Op,
     times: usize,
     tasks: &BTreeMap<String, TaskLog<'_>>,
+    truth: &Truth,
     said: &str,
     out: &mut Vec<Anomaly>,
 ) {
@@ -120,7 +121,13 @@ fn check_send(
                 return;
             };
             let Some(task) = tasks.get(task_id) else {
-                let detail = format!("{said}: the task is not in the log");
+                let record = match truth.records.get(task_id).and_then(|r| r.first()) {
+                    Some(Ok(record)) => format!("{} {}", record["state"], record["error"]["code"]),
+                    Some(Err(error)) => error.clone(),
+                    None => "-".to_string(),
+                };
+                let detail =
+                    format!("{said}: the task is not in the log; record on replica 1: {record}");
                 out.push(anomaly("accepted-ran-once", context, Some(task_id), detail));
                 return;
             };
