@@ -112,7 +112,7 @@ impl Mapper {
         }
         if event.task_id == self.root {
             self.map_root(event, out);
-        } else if event.path.iter().any(|t| *t == self.root) {
+        } else if event.path.contains(&self.root) {
             self.map_descendant(event, out);
         }
         if self.settled {
