@@ -43,6 +43,11 @@ pub enum AgentError {
         reason: String,
         settled: bool,
     },
+    /// A request failed half-way and its refusal could not be recorded either (the store
+    /// failed): task `task_id` may still be taken over and shown as failed. Read it before
+    /// trying again.
+    #[error("the outcome is unknown ({reason}): check task {task_id} before trying again")]
+    OutcomeUnknown { task_id: String, reason: String },
     /// The message of task `task_id` was withdrawn: the replica that forwarded it stopped
     /// waiting and refused it to its caller, so it is not run.
     #[error("task {0} was withdrawn by the replica that forwarded it")]
@@ -134,6 +139,7 @@ impl AgentError {
             Self::ReplicaUnreachable { settled: true, .. } => "replica_unreachable",
             Self::ReplicaUnreachable { settled: false, .. } => "outcome_unknown",
             Self::Withdrawn(_) => "withdrawn",
+            Self::OutcomeUnknown { .. } => "outcome_unknown",
             Self::QueueFull { .. } => "queue_full",
             Self::WaitingInput { .. } => "waiting_input",
             Self::NotFound(_) => "not_found",
@@ -170,7 +176,7 @@ impl AgentError {
             Self::Forbidden(_) => 403,
             Self::StorageUnavailable(_) | Self::ReplicaUnreachable { settled: true, .. } => 503,
             // Like a gateway whose upstream did not answer: it may or may not have acted.
-            Self::ReplicaUnreachable { settled: false, .. } => 504,
+            Self::ReplicaUnreachable { settled: false, .. } | Self::OutcomeUnknown { .. } => 504,
             Self::Store(e) if e.is_storage_failure() => 503,
             Self::Store(_) | Self::Internal(_) | Self::Config(_) => 500,
         }

@@ -217,6 +217,9 @@ impl From<AgentError> for ApiError {
                 error.code(),
                 error.to_string(),
             ),
+            AgentError::OutcomeUnknown { .. } => {
+                Self::new(StatusCode::GATEWAY_TIMEOUT, error.code(), error.to_string())
+            }
             AgentError::Withdrawn(_) => {
                 Self::new(StatusCode::CONFLICT, error.code(), error.to_string())
             }
@@ -365,6 +368,10 @@ mod tests {
                 settled: false,
             },
             AgentError::Withdrawn("t".into()),
+            AgentError::OutcomeUnknown {
+                task_id: "t".into(),
+                reason: "disk I/O error".into(),
+            },
             AgentError::Internal("boom".into()),
             AgentError::Config("no provider".into()),
         ]

@@ -139,6 +139,9 @@ fn agent_error(error: AgentError) -> RpcError {
             },
             error.to_string(),
         ),
+        AgentError::OutcomeUnknown { .. } => {
+            RpcError::retry_later(StatusCode::GATEWAY_TIMEOUT, error.to_string())
+        }
         other => RpcError::internal("running the agent", &other),
     }
 }

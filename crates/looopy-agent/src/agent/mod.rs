@@ -287,8 +287,7 @@ impl Agent {
         }
         let emitter = self.emitter(context_id, &task_id, (0, 0));
         if let Err(error) = emitter.emit(self.task_created(Metadata::new())).await {
-            self.abandon(record, &error).await;
-            return Err(error.into());
+            return Err(self.abandon(record, error).await);
         }
         let mut turn = self.begin(record, user, emitter, cancel).await?;
         turn.use_client_tools(client_tools);
@@ -347,8 +346,15 @@ impl Agent {
         let (stored, owner) = match started.await {
             Ok(started) => started,
             Err(error) => {
-                self.abandon_as(record, &error, ending).await;
-                return Err(error.into());
+                let task_id = record.task_id.clone();
+                let recorded = self.abandon_as(record, &error, ending).await;
+                return Err(match (recorded, ending) {
+                    (false, TaskState::Rejected) => AgentError::OutcomeUnknown {
+                        task_id,
+                        reason: error.to_string(),
+                    },
+                    _ => error.into(),
+                });
             }
         };
         let turn = Turn::new(
@@ -607,13 +613,29 @@ impl Agent {
     }
 
     /// A task record written for a turn that could not start is marked failed.
-    async fn abandon(&self, record: TaskRecord, error: &StoreError) {
-        self.abandon_as(record, error, TaskState::Rejected).await;
+    /// The caller's answer is the returned error: the store's, or — when the refusal
+    /// itself could not be recorded, so the stored task may yet be taken over and logged —
+    /// `OutcomeUnknown`, naming the task to check.
+    async fn abandon(&self, record: TaskRecord, error: StoreError) -> AgentError {
+        let task_id = record.task_id.clone();
+        match self.abandon_as(record, &error, TaskState::Rejected).await {
+            true => error.into(),
+            false => AgentError::OutcomeUnknown {
+                task_id,
+                reason: error.to_string(),
+            },
+        }
     }
 
     /// [`abandon`](Self::abandon) ending the task in `state`: `rejected` for a start the
     /// caller is told failed, `failed` for a queued turn that was accepted.
-    async fn abandon_as(&self, mut record: TaskRecord, error: &StoreError, state: TaskState) {
+    /// True when the ending was recorded.
+    async fn abandon_as(
+        &self,
+        mut record: TaskRecord,
+        error: &StoreError,
+        state: TaskState,
+    ) -> bool {
         record.state = state;
         record.error = Some(ErrorInfo {
             code: ErrorCode::StoreError,
@@ -621,8 +643,12 @@ impl Agent {
             retryable: true,
         });
         record.updated_at = chrono::Utc::now();
-        if let Err(e) = self.shared.store.put_task(&record).await {
-            tracing::warn!(error = %e, task_id = %record.task_id, "could not mark task failed");
+        match self.shared.store.put_task(&record).await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(error = %e, task_id = %record.task_id, "could not mark task failed");
+                false
+            }
         }
     }
 }

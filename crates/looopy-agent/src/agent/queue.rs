@@ -162,8 +162,7 @@ impl Agent {
             Ok(seq) => seq,
             Err(error) => {
                 drop(ticket);
-                self.abandon(record, &error).await;
-                return Err(error.into());
+                return Err(self.abandon(record, error).await);
             }
         };
         tracing::info!(%context_id, %task_id, position, "turn queued");

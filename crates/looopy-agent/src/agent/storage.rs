@@ -234,6 +234,17 @@ impl Agent {
         self.log_events(record, events).await
     }
 
+    /// Logs the `task-created` of `record`'s task, which its dead replica stored but never
+    /// logged (`metadata.recovered: true`). The caller holds the context's claim.
+    pub(super) async fn log_created_late(&self, record: &TaskRecord) -> Result<(), StoreError> {
+        let mut extra = Metadata::new();
+        extra.insert("recovered".into(), serde_json::Value::Bool(true));
+        let emitter = self.emitter(&record.context_id, &record.task_id, (0, 0));
+        let logged = emitter.emit(self.task_created(extra)).await.map(drop);
+        let flushed = emitter.flush().await;
+        logged.and(flushed)
+    }
+
     /// Appends `events` of `record`'s task (not running), numbered after the log's last
     /// event of its context, and makes them durable. The caller holds the context's claim.
     pub(super) async fn log_events(

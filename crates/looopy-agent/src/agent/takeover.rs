@@ -128,11 +128,14 @@ impl Agent {
             record.error = Some(error.clone());
             record.updated_at = chrono::Utc::now();
             // The log first, as every ending: a takeover that dies in between leaves a log
-            // the next one reads. A task whose start never reached the log is failed in its
-            // record only: no stream ever showed it.
-            if endings.created(&record.task_id) {
-                self.log_failure(&record, error).await?;
+            // the next one reads. A task whose start never reached the log (its replica died
+            // between storing it and logging it) may still have been answered "accepted" —
+            // by a forwarder that found it stored — so the log shows it too: created, then
+            // failed.
+            if !endings.created(&record.task_id) {
+                self.log_created_late(&record).await?;
             }
+            self.log_failure(&record, error).await?;
             store.put_task(&record).await?;
             tracing::warn!(task_id = %record.task_id, %context_id, dead = %dead_owner, "task of a dead replica marked failed");
             if record.parent_task_id.is_some() {
