@@ -326,6 +326,9 @@ impl Agent {
             TaskState::Submitted => TaskState::Failed,
             _ => TaskState::Rejected,
         };
+        // Once the message is in the history, a failure is no refusal: the conversation
+        // changed, so the caller cannot be told "nothing happened".
+        let message_stored = std::sync::atomic::AtomicBool::new(false);
         let started = async {
             if record.state != TaskState::Working || record.pending.is_some() {
                 record.state = TaskState::Working;
@@ -336,6 +339,7 @@ impl Agent {
             store
                 .append_messages(&context_id, std::slice::from_ref(&user))
                 .await?;
+            message_stored.store(true, std::sync::atomic::Ordering::Relaxed);
             emitter.emit(working()).await?;
             // Durable before the caller hears "accepted" (and before the run goes on): a
             // process that dies after answering cannot leave a task the log never showed.
@@ -347,7 +351,8 @@ impl Agent {
             Ok(started) => started,
             Err(error) => {
                 let task_id = record.task_id.clone();
-                let recorded = self.abandon_as(record, &error, ending).await;
+                let recorded = self.abandon_as(record, &error, ending).await
+                    && !message_stored.load(std::sync::atomic::Ordering::Relaxed);
                 return Err(match (recorded, ending) {
                     (false, TaskState::Rejected) => AgentError::OutcomeUnknown {
                         task_id,
