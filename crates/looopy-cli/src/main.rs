@@ -27,6 +27,15 @@ use clap::Parser;
 
 use cli::{Cli, Command};
 
+/// jemalloc, not the system allocator: with glibc's malloc a server that has parsed a few
+/// large request bodies keeps hundreds of MB it no longer uses (freed chunks stay in its
+/// arenas), while jemalloc's background threads hand them back to the OS within seconds
+/// (BENCHMARKS.md, "RSS after large payloads"). Unprefixed, so the C code in the binary
+/// (SQLite) allocates from it too. `--no-default-features` builds with the system allocator.
+#[cfg(all(feature = "jemalloc", not(target_env = "msvc")))]
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// What the command asks for besides log lines: an OTLP endpoint, the `--verbose` waterfall.
 fn telemetry_options(command: &Command) -> telemetry::Options {
     let agent = match command {
