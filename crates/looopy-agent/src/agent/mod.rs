@@ -651,7 +651,11 @@ impl Agent {
         match self.shared.store.put_task(&record).await {
             Ok(()) => true,
             Err(e) => {
-                tracing::warn!(error = %e, task_id = %record.task_id, "could not mark task failed");
+                // Held, and written (logged too: its `task-created` may be durable) once
+                // storage works again — never left `working` or `submitted` for ever.
+                tracing::warn!(error = %e, task_id = %record.task_id, "could not mark task failed; holding its failure");
+                let error = record.error.clone();
+                self.hold_failure(record, error);
                 false
             }
         }

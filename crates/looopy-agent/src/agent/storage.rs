@@ -199,8 +199,11 @@ impl Agent {
                     message: "the turn's events could not be stored".into(),
                     retryable: true,
                 });
-                // The log first: it is the truth a takeover reads.
-                self.log_failure(&record, error).await?;
+                // The log first: it is the truth a takeover reads. A task whose start never
+                // reached the log stays out of it.
+                if endings.created(&record.task_id) {
+                    self.log_failure(&record, error).await?;
+                }
                 self.shared.store.put_task(&record).await
             };
             match written.await {
