@@ -35,13 +35,13 @@ pub use artifacts::{
 pub use builtin::{AskUser, AskUserArgs, Calculator, CalculatorArgs, CurrentTime, CurrentTimeArgs};
 pub use builtin::{CalcError, evaluate};
 pub use client::ClientTools;
-/// What [`ClientTools::new`] takes: a tool's name, description and argument schema.
-pub use looopy_llm::ToolDefinition;
 pub use context::{InputRequest, ProgressSink, ToolContext};
 pub use dynamic::{DynTool, ToolFuture};
 pub use func::{FnTool, IntoDynTool, tool_fn};
 pub use live::{LiveTools, WeakLiveTools};
 pub use looopy_auth::{AuthRequest, AuthType, Credential, OAuthClient, Secret};
+/// What [`ClientTools::new`] takes: a tool's name, description and argument schema.
+pub use looopy_llm::ToolDefinition;
 pub use registry::ToolRegistry;
 pub use schema::{ArgumentValidator, SchemaError, schema_for_args};
 pub use workspace::{Workspace, WorkspaceError, WorkspaceLimits};
