@@ -106,9 +106,17 @@ async fn control_round_trip(nats: Option<&str>) {
     let (bus_a, bus_b) = (bus(&a, nats, &prefix).await, bus(&b, nats, &prefix).await);
     let mut inbox = bus_b.controls();
     // Replicas are addressed by lease owner: the name and the process's incarnation.
-    assert!(b.lease_owner().starts_with("replica-b#"), "{}", b.lease_owner());
+    assert!(
+        b.lease_owner().starts_with("replica-b#"),
+        "{}",
+        b.lease_owner()
+    );
     bus_a
-        .send_control(b.lease_owner(), "cancel", serde_json::json!({"taskId": "t-1"}))
+        .send_control(
+            b.lease_owner(),
+            "cancel",
+            serde_json::json!({"taskId": "t-1"}),
+        )
         .await
         .unwrap();
     let control = within("the control message", inbox.recv()).await.unwrap();
