@@ -31,6 +31,9 @@ pub(crate) struct LoggedEnd {
 pub(crate) struct Endings {
     created: HashSet<String>,
     ended: HashMap<String, LoggedEnd>,
+    /// Tasks whose terminal `task-status` was logged but not their `task-complete` (the
+    /// writer failed between the two): only the `task-complete` is missing.
+    half_ended: HashMap<String, TaskState>,
 }
 
 impl Endings {
@@ -46,6 +49,10 @@ impl Endings {
                 .read_after(context_id, after, PAGE)
                 .await?;
             let Some(last) = page.last() else {
+                endings.half_ended = errors
+                    .into_iter()
+                    .map(|(task_id, (state, _))| (task_id, state))
+                    .collect();
                 return Ok(endings);
             };
             after = last.seq;
@@ -81,6 +88,11 @@ impl Endings {
         self.ended.get(task_id)
     }
 
+    /// The terminal state `task_id`'s log announced without its `task-complete`.
+    pub(crate) fn half_ended(&self, task_id: &str) -> Option<TaskState> {
+        self.half_ended.get(task_id).copied()
+    }
+
     /// Whether the log has `task_id`'s `task-created`.
     pub(crate) fn created(&self, task_id: &str) -> bool {
         self.created.contains(task_id)
@@ -97,13 +109,19 @@ pub(crate) fn record_as_logged(mut record: TaskRecord, end: &LoggedEnd) -> TaskR
     record
 }
 
-/// The two events that end `record`'s task as its record says it ended.
-pub(crate) fn events_of_record(record: &TaskRecord) -> [EventPayload; 2] {
-    TaskComplete::terminal_events(
-        record.state,
+/// The events that end `record`'s task as its record says it ended — only its
+/// `task-complete` when the log already announced the ending (`half_ended`), so no task
+/// ever has two terminal statuses.
+pub(crate) fn events_of_record(record: &TaskRecord, endings: &Endings) -> Vec<EventPayload> {
+    let [status, complete] = TaskComplete::terminal_events(
+        endings.half_ended(&record.task_id).unwrap_or(record.state),
         record.result.clone(),
         record.error.clone(),
         Vec::new(),
         looopy_protocol::Metadata::new(),
-    )
+    );
+    match endings.half_ended(&record.task_id) {
+        Some(_) => vec![complete],
+        None => vec![status, complete],
+    }
 }

@@ -25,7 +25,7 @@ use looopy_store::{StoreError, TaskRecord};
 use tokio_util::sync::CancellationToken;
 
 use super::Agent;
-use super::endings::Endings;
+use super::endings::{Endings, events_of_record};
 use crate::AgentError;
 use crate::emit::{Emitter, storage_unavailable};
 use crate::turn::{Turn, TurnEnd};
@@ -202,7 +202,10 @@ impl Agent {
                 // The log first: it is the truth a takeover reads. A task whose start never
                 // reached the log stays out of it.
                 if endings.created(&record.task_id) {
-                    self.log_failure(&record, error).await?;
+                    let mut failed = record.clone();
+                    failed.error = Some(error);
+                    self.log_events(&failed, events_of_record(&failed, &endings))
+                        .await?;
                 }
                 self.shared.store.put_task(&record).await
             };
@@ -253,7 +256,7 @@ impl Agent {
     pub(super) async fn log_events(
         &self,
         record: &TaskRecord,
-        events: [looopy_protocol::EventPayload; 2],
+        events: impl IntoIterator<Item = looopy_protocol::EventPayload>,
     ) -> Result<(), StoreError> {
         let emitter = self.emitter(&record.context_id, &record.task_id, (0, 0));
         let logged = async {

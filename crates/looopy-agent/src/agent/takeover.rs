@@ -106,7 +106,8 @@ impl Agent {
                 // message's `rejected` record, a start that failed) stays out of it.
                 if endings.created(&record.task_id) {
                     tracing::info!(task_id = %record.task_id, %context_id, state = %record.state, "a task's recorded ending written to the log");
-                    self.log_events(&record, events_of_record(&record)).await?;
+                    self.log_events(&record, events_of_record(&record, &endings))
+                        .await?;
                 }
                 continue;
             }
@@ -123,9 +124,8 @@ impl Agent {
             orphans.push(record);
         }
         for mut record in orphans {
-            let error = interrupted(reason);
             record.state = TaskState::Failed;
-            record.error = Some(error.clone());
+            record.error = Some(interrupted(reason));
             record.updated_at = chrono::Utc::now();
             // The log first, as every ending: a takeover that dies in between leaves a log
             // the next one reads. A task whose start never reached the log (its replica died
@@ -135,7 +135,8 @@ impl Agent {
             if !endings.created(&record.task_id) {
                 self.log_created_late(&record).await?;
             }
-            self.log_failure(&record, error).await?;
+            self.log_events(&record, events_of_record(&record, &endings))
+                .await?;
             store.put_task(&record).await?;
             tracing::warn!(task_id = %record.task_id, %context_id, dead = %dead_owner, "task of a dead replica marked failed");
             if record.parent_task_id.is_some() {
