@@ -463,13 +463,14 @@ impl Agent {
         };
         if let Err(error) = announced.await {
             // The task is not paused any more and will not run: it fails visibly, as a
-            // run that cannot write does.
-            return Err(match self.end_run(&mut turn, Err(error)).await {
-                Err(error) => error,
-                Ok(state) => AgentError::Internal(format!(
-                    "the answer could not be logged (task ended {state})"
-                )),
-            });
+            // run that cannot write does. Whether the answer reached the log is unknown (a
+            // commit whose acknowledgement was lost may have happened): the caller is told
+            // so, and which task to read, never "refused".
+            let task_id = turn.record.task_id.clone();
+            let reason = error.to_string();
+            let ended = self.end_run(&mut turn, Err(error)).await;
+            tracing::warn!(%task_id, %reason, ?ended, "an answer could not be logged");
+            return Err(AgentError::OutcomeUnknown { task_id, reason });
         }
         Ok(self.spawn(
             turn,
