@@ -32,13 +32,11 @@ mod common;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Arc;
 use std::time::Instant;
 
 use common::*;
 use futures::StreamExt;
-use looopy_llm::scripted::{Matcher, Response, Script, ScriptedProvider, Turn};
-use looopy_server::ServerConfig;
+use looopy_llm::scripted::{Matcher, Response, Script, Turn};
 use looopy_server::agui::mapping::{RunIds, RunMapper};
 use looopy_server::agui::prelude::Cursor;
 use looopy_server::ai_sdk::{Mapper, encode};
@@ -46,23 +44,10 @@ use looopy_stream::sse::SseDecoder;
 use serde_json::json;
 use tokio::io::AsyncBufReadExt;
 
-fn env(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn main() {
-    let deltas = env("LOOOPY_BENCH_DELTAS", 50_000);
-    let paced = env("LOOOPY_BENCH_CHUNKS", 2_000);
-    println!("{}", looopy_testkit::machine::machine());
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(run(deltas, paced));
+    let deltas = env_or("LOOOPY_BENCH_DELTAS", 50_000);
+    let paced = env_or("LOOOPY_BENCH_CHUNKS", 2_000);
+    block_on_bench(run(deltas, paced));
 }
 
 /// A server whose scripted model answers "hello" shortly, "paced" with `paced` numbered
@@ -81,19 +66,7 @@ async fn server(dir: &Path, deltas: usize, paced: usize) -> (SocketAddr, looopy_
                 .response(Response::new().text_chunked(numbered, 6, 1)),
         )
         .turn(Turn::new().response(looopy_testkit::server::many_deltas(deltas as u64)));
-    let config = ServerConfig {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        subscriber_buffer: 65_536,
-        ..ServerConfig::default()
-    };
-    let provider = Arc::new(ScriptedProvider::new(script));
-    let server = looopy_server::bind(config, agent(dir, provider))
-        .await
-        .unwrap();
-    let addr = server.local_addr();
-    let state = server.state().clone();
-    tokio::spawn(server.serve(futures::future::pending()));
-    (addr, state)
+    serve_script(dir, script).await
 }
 
 /// What one client saw: when each text delta arrived, how many frames, and when the

@@ -19,34 +19,19 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
 use futures::StreamExt;
-use looopy_llm::scripted::{Matcher, Response, Script, ScriptedProvider, Turn};
-use looopy_server::ServerConfig;
+use looopy_llm::scripted::{Matcher, Response, Script, Turn};
 use looopy_server::openai::responses::{Header, ResponseMapper};
 use looopy_stream::sse::SseDecoder;
 use serde_json::{Value, json};
 
-fn env(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn main() {
-    let turns = env("LOOOPY_BENCH_TURNS", 200);
-    let deltas = env("LOOOPY_BENCH_DELTAS", 50_000);
-    println!("{}", looopy_testkit::machine::machine());
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(run(turns, deltas));
+    let turns = env_or("LOOOPY_BENCH_TURNS", 200);
+    let deltas = env_or("LOOOPY_BENCH_DELTAS", 50_000);
+    block_on_bench(run(turns, deltas));
 }
 
 /// A server whose scripted model answers "hello" with a short text and anything else with
@@ -59,19 +44,7 @@ async fn server(dir: &std::path::Path, deltas: usize) -> (SocketAddr, looopy_ser
                 .response(Response::new().text("hi there")),
         )
         .turn(Turn::new().response(looopy_testkit::server::many_deltas(deltas as u64)));
-    let config = ServerConfig {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        subscriber_buffer: 65_536,
-        ..ServerConfig::default()
-    };
-    let provider = Arc::new(ScriptedProvider::new(script));
-    let server = looopy_server::bind(config, agent(dir, provider))
-        .await
-        .unwrap();
-    let addr = server.local_addr();
-    let state = server.state().clone();
-    tokio::spawn(server.serve(futures::future::pending()));
-    (addr, state)
+    serve_script(dir, script).await
 }
 
 /// What one client saw: its first text delta, how many frames, and when it ended.

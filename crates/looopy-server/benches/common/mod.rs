@@ -289,3 +289,43 @@ pub fn cpu_delta(
         .join(", ");
     (total, text)
 }
+
+/// `name` from the environment as a number, else `default`.
+pub fn env_or(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Prints the machine, then runs `bench` on a two-worker runtime (the machine's cores).
+pub fn block_on_bench(bench: impl std::future::Future<Output = ()>) {
+    println!("{}", looopy_testkit::machine::machine());
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(bench);
+}
+
+/// A server in this process on a loopback port, its store in `dir`, answering with
+/// `script`, with a subscriber buffer large enough for a fast turn's deltas.
+pub async fn serve_script(
+    dir: &std::path::Path,
+    script: looopy_llm::scripted::Script,
+) -> (SocketAddr, looopy_server::AppState) {
+    let config = ServerConfig {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        subscriber_buffer: 65_536,
+        ..ServerConfig::default()
+    };
+    let provider = Arc::new(looopy_llm::scripted::ScriptedProvider::new(script));
+    let server = looopy_server::bind(config, agent(dir, provider))
+        .await
+        .unwrap();
+    let addr = server.local_addr();
+    let state = server.state().clone();
+    tokio::spawn(server.serve(futures::future::pending()));
+    (addr, state)
+}
