@@ -124,3 +124,76 @@ async fn cancel_before_the_model_answers() {
     assert_ends_with_terminal(&events, "canceled");
     assert_eq!(store.load_messages("ctx-cb").await.unwrap().len(), 1);
 }
+
+/// A cancel that arrives while the call that asks is running (sent by that very tool,
+/// through `Agent::cancel` as any caller would) ends the task `canceled` — not paused,
+/// waiting for an answer its caller was told would never be needed. (A cancel in the
+/// narrower window after the call and before the pause is stored is caught by the run's
+/// end in `agent/handle.rs`; the soak found it, RELIABILITY.md J.)
+#[tokio::test]
+async fn a_cancel_that_arrives_while_the_turn_pauses_ends_it_canceled() {
+    use looopy_agent::Agent;
+    use looopy_agent::tool::{InputRequest, Tool, ToolContext, ToolFailure, ToolRegistry};
+    use looopy_protocol::event::InputType;
+    use schemars::JsonSchema;
+    use serde::Deserialize;
+    use tokio::sync::watch;
+
+    #[derive(Deserialize, JsonSchema)]
+    struct NoArgs {}
+
+    /// Cancels its own task through the agent, then asks.
+    struct CancelThenAsk(watch::Receiver<Option<(Agent, String)>>);
+    impl Tool for CancelThenAsk {
+        const NAME: &'static str = "cancel_then_ask";
+        type Args = NoArgs;
+        type Output = serde_json::Value;
+        type Error = ToolFailure;
+        fn description(&self) -> String {
+            "Asks a question.".into()
+        }
+        async fn call(
+            &self,
+            _: NoArgs,
+            ctx: ToolContext,
+        ) -> Result<serde_json::Value, ToolFailure> {
+            let mut known = self.0.clone();
+            let wait = known.wait_for(Option::is_some);
+            let (agent, task_id) = tokio::time::timeout(std::time::Duration::from_secs(30), wait)
+                .await
+                .expect("the test names the task")
+                .expect("the test keeps the sender")
+                .clone()
+                .expect("named");
+            agent
+                .cancel(&task_id)
+                .await
+                .expect("the running task is cancelled");
+            Err(ctx.require_input(InputRequest::new(InputType::Clarification, "Which one?")))
+        }
+    }
+
+    let db = TestDb::new();
+    let store = db.open();
+    let provider = scripted(vec![
+        Response::new().tool_call("cancel_then_ask", json!({})),
+        Response::new().text("never"),
+    ]);
+    let (name, named) = watch::channel(None);
+    let agent = Agent::new(
+        std::sync::Arc::new(provider),
+        store.clone(),
+        ToolRegistry::new().with(CancelThenAsk(named)),
+        AgentConfig::default(),
+    );
+    let turn = agent.start_turn("ctx-cp", "ask me", None).await.unwrap();
+    let task_id = turn.task_id.clone();
+    name.send_replace(Some((agent.clone(), task_id.clone())));
+    assert_eq!(turn.wait().await.unwrap(), TaskState::Canceled);
+    let events = events(&store, "ctx-cp").await;
+    assert_well_formed(&events);
+    assert_ends_with_terminal(&events, "canceled");
+    let task = store.get_task(&task_id).await.unwrap().unwrap();
+    assert_eq!(task.state, TaskState::Canceled);
+    assert!(task.pending.is_none(), "{:?}", task.pending);
+}

@@ -140,6 +140,22 @@ impl Agent {
         }
     }
 
+    /// Ends the pause `turn`'s run just stored, canceled: its paused calls (and paused
+    /// children) are answered `canceled` and the task ends `canceled`. The caller still
+    /// holds the context.
+    async fn cancel_pause_of_run(&self, turn: &mut Turn) -> Result<TaskState, AgentError> {
+        let record = self.task(&turn.record.task_id).await?;
+        let end = match record
+            .pending
+            .as_ref()
+            .and_then(crate::turn::PendingTurn::from_value)
+        {
+            Some(pending) => turn.cancel_waiting(pending).await,
+            None => Ok(crate::turn::TurnEnd::Canceled),
+        };
+        self.end_run(turn, end).await
+    }
+
     /// Drives `turn` to its end (or pause) while holding its context, then lets go.
     pub(super) async fn run(
         self,
@@ -162,6 +178,20 @@ impl Agent {
                 Work::Continue(None) => turn.drive().await,
             };
             let outcome = agent.end_run(&mut turn, result).await;
+            // A cancel that arrived while the run was on its way to a pause (a question, a
+            // sign-in, a paused child) must not be lost in the pause: the caller was told
+            // "accepted". The pause is cancelled now, as a cancel of a paused task is.
+            let outcome = match outcome {
+                Ok(
+                    state @ (TaskState::WaitingInput
+                    | TaskState::WaitingAuth
+                    | TaskState::WaitingSubtask),
+                ) if turn.cancel.is_cancelled() => {
+                    tracing::info!(task_id = %turn.record.task_id, paused = %state, "cancelled while pausing: ending the pause canceled");
+                    agent.cancel_pause_of_run(&mut turn).await
+                }
+                other => other,
+            };
             // A sub-agent's child that finished: its parents go on, in this run.
             agent.continue_parents(&mut turn).await;
             // Released as soon as the run's final events are durable (`end_run` flushed
