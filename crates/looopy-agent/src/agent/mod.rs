@@ -4,6 +4,7 @@
 mod active;
 mod auth;
 mod builder;
+mod cancel;
 mod delegation;
 mod endings;
 mod follow;
@@ -20,10 +21,10 @@ mod takeover;
 use std::sync::Arc;
 
 use looopy_llm::Provider;
-use looopy_protocol::event::{ErrorInfo, Initiator, TaskCreated, TaskStatus};
+use looopy_protocol::event::{Initiator, TaskCreated, TaskStatus};
 use looopy_protocol::ids::{ContextId, new_task_id};
-use looopy_protocol::{ErrorCode, EventPayload, Message, Metadata, TaskState};
-use looopy_store::{Store, StoreError, TaskRecord};
+use looopy_protocol::{EventPayload, Message, Metadata, TaskState};
+use looopy_store::{Store, TaskRecord};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -40,7 +41,7 @@ pub use takeover::TakenOver;
 use crate::AgentError;
 use crate::config::AgentConfig;
 use crate::tool::{ArgumentValidator, ToolRegistry};
-use crate::turn::{Counters, PendingTurn, Shared, Turn, TurnEnd};
+use crate::turn::{Counters, PendingTurn, Shared, Turn};
 use active::{ActiveRuns, Claim, Place};
 
 /// Runs conversations. Cheap to clone; clones share their running turns. Use one `Agent`
@@ -521,78 +522,6 @@ impl Agent {
         ))
     }
 
-    /// Cancels a task: a running turn is told to stop (it ends `canceled` shortly); a
-    /// paused one is ended `canceled` now, its waiting calls answered `canceled`; a queued
-    /// one leaves the queue and ends `canceled` now, never having run.
-    /// Errors: `NotFound`, `NotRunning` (already finished), `Busy` (a paused task while
-    /// another turn of its context runs: its history must not change under that turn),
-    /// `RunningElsewhere` (its turn runs on another replica and no bus is attached; with
-    /// one, the cancel is sent there).
-    pub async fn cancel(&self, task_id: &str) -> Result<(), AgentError> {
-        if let Some(withdrawn) = self.runs.withdraw(task_id) {
-            return self.cancel_queued(task_id, withdrawn).await;
-        }
-        if let Some(cancel) = self.runs.cancellation(task_id) {
-            cancel.cancel();
-            return Ok(());
-        }
-        // A sub-agent's child task (or its ancestor) driven inside another task's run.
-        if let Some(cancel) = self.shared.team.cancellation(task_id) {
-            cancel.cancel();
-            return Ok(());
-        }
-        let record = self.task(task_id).await?;
-        if record.state.is_terminal() {
-            return Err(AgentError::NotRunning {
-                task_id: task_id.to_string(),
-                state: record.state,
-            });
-        }
-        if let Some(replica) = self.runs_elsewhere(&record).await? {
-            // Sent to the replica running it (`RunningElsewhere` without a bus).
-            return self.forward_cancel(replica, task_id).await;
-        }
-        let claim = match self
-            .runs
-            .claim(&record.context_id, task_id, CancellationToken::new())
-        {
-            Ok(claim) => self.lease(claim, &CancellationToken::new()).await?,
-            // It was resumed meanwhile: it runs here now, so stop that run.
-            Err(AgentError::Busy {
-                task_id: running, ..
-            }) if running == task_id => {
-                if let Some(cancel) = self.runs.cancellation(task_id) {
-                    cancel.cancel();
-                }
-                return Ok(());
-            }
-            Err(error) => return Err(error),
-        };
-        // Read again under the claim: it may have been resumed or finished meanwhile.
-        let record = self.task(task_id).await?;
-        if record.state.is_terminal() {
-            return Err(AgentError::NotRunning {
-                task_id: task_id.to_string(),
-                state: record.state,
-            });
-        }
-        let pending = record.pending.as_ref().and_then(PendingTurn::from_value);
-        let mut turn = self
-            .paused_turn(record, pending.as_ref(), CancellationToken::new())
-            .await?;
-        let end = match pending {
-            // Its paused children (if any) are cancelled first.
-            Some(pending) => turn.cancel_waiting(pending).await?,
-            // Not running anywhere (left behind by a dead process): just end it.
-            None => TurnEnd::Canceled,
-        };
-        turn.finish(end).await?;
-        // A child cancelled alone: its parent's call gets an error result and goes on.
-        self.continue_parents(&mut turn).await;
-        drop(claim);
-        Ok(())
-    }
-
     async fn task(&self, task_id: &str) -> Result<TaskRecord, AgentError> {
         self.get_task(task_id)
             .await?
@@ -616,50 +545,6 @@ impl Agent {
                     record.task_id
                 ))
             })
-    }
-
-    /// A task record written for a turn that could not start is marked failed.
-    /// The caller's answer is the returned error: the store's, or — when the refusal
-    /// itself could not be recorded, so the stored task may yet be taken over and logged —
-    /// `OutcomeUnknown`, naming the task to check.
-    async fn abandon(&self, record: TaskRecord, error: StoreError) -> AgentError {
-        let task_id = record.task_id.clone();
-        match self.abandon_as(record, &error, TaskState::Rejected).await {
-            true => error.into(),
-            false => AgentError::OutcomeUnknown {
-                task_id,
-                reason: error.to_string(),
-            },
-        }
-    }
-
-    /// [`abandon`](Self::abandon) ending the task in `state`: `rejected` for a start the
-    /// caller is told failed, `failed` for a queued turn that was accepted.
-    /// True when the ending was recorded.
-    async fn abandon_as(
-        &self,
-        mut record: TaskRecord,
-        error: &StoreError,
-        state: TaskState,
-    ) -> bool {
-        record.state = state;
-        record.error = Some(ErrorInfo {
-            code: ErrorCode::StoreError,
-            message: error.to_string(),
-            retryable: true,
-        });
-        record.updated_at = chrono::Utc::now();
-        match self.shared.store.put_task(&record).await {
-            Ok(()) => true,
-            Err(e) => {
-                // Held, and written (logged too: its `task-created` may be durable) once
-                // storage works again — never left `working` or `submitted` for ever.
-                tracing::warn!(error = %e, task_id = %record.task_id, "could not mark task failed; holding its failure");
-                let error = record.error.clone();
-                self.hold_failure(record, error);
-                false
-            }
-        }
     }
 }
 

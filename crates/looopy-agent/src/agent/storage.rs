@@ -48,6 +48,50 @@ const PROBE_FIRST: Duration = Duration::from_millis(500);
 const PROBE_MAX: Duration = Duration::from_secs(5);
 
 impl Agent {
+    /// A task record written for a turn that could not start is marked failed.
+    /// The caller's answer is the returned error: the store's, or — when the refusal
+    /// itself could not be recorded, so the stored task may yet be taken over and logged —
+    /// `OutcomeUnknown`, naming the task to check.
+    pub(super) async fn abandon(&self, record: TaskRecord, error: StoreError) -> AgentError {
+        let task_id = record.task_id.clone();
+        match self.abandon_as(record, &error, TaskState::Rejected).await {
+            true => error.into(),
+            false => AgentError::OutcomeUnknown {
+                task_id,
+                reason: error.to_string(),
+            },
+        }
+    }
+
+    /// [`abandon`](Self::abandon) ending the task in `state`: `rejected` for a start the
+    /// caller is told failed, `failed` for a queued turn that was accepted.
+    /// True when the ending was recorded.
+    pub(super) async fn abandon_as(
+        &self,
+        mut record: TaskRecord,
+        error: &StoreError,
+        state: TaskState,
+    ) -> bool {
+        record.state = state;
+        record.error = Some(ErrorInfo {
+            code: ErrorCode::StoreError,
+            message: error.to_string(),
+            retryable: true,
+        });
+        record.updated_at = chrono::Utc::now();
+        match self.shared.store.put_task(&record).await {
+            Ok(()) => true,
+            Err(e) => {
+                // Held, and written (logged too: its `task-created` may be durable) once
+                // storage works again — never left `working` or `submitted` for ever.
+                tracing::warn!(error = %e, task_id = %record.task_id, "could not mark task failed; holding its failure");
+                let error = record.error.clone();
+                self.hold_failure(record, error);
+                false
+            }
+        }
+    }
+
     /// A task's record as this process knows it: the stored one, or — when its failure
     /// could not be stored — the failed record held in memory until writes work again.
     pub async fn get_task(&self, task_id: &str) -> Result<Option<TaskRecord>, AgentError> {
