@@ -1,7 +1,7 @@
-//! Every metric of the README's metrics table is in `GET /metrics` of a fresh `looopy serve`,
+//! Every metric of the metrics table in docs/observability.md is in `GET /metrics` of a fresh `looopy serve`,
 //! before any request: Prometheus cannot tell a missing series from one that never moved,
 //! so alert rules (`looopy_sse_streams == 0`) need every metric from the start. The names
-//! are read from the README's table, so the table and the server cannot drift apart.
+//! are read from that table, so the table and the server cannot drift apart.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -11,14 +11,14 @@ use std::path::Path;
 
 use support::start_default;
 
-/// `(name, type)` of each row of the README's metrics table (the table after
-/// `**Metrics.**`, rows whose first cell is a `looopy_*` name).
+/// `(name, type)` of each row of the metrics table in docs/observability.md (the table after
+/// `## Metrics`, rows whose first cell is a `looopy_*` name).
 fn readme_metrics() -> Vec<(String, String)> {
-    let readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
+    let readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/observability.md");
     let text = std::fs::read_to_string(&readme).unwrap();
     let section = text
-        .split_once("**Metrics.**")
-        .expect("the README has a **Metrics.** paragraph")
+        .split_once("\n## Metrics\n")
+        .expect("docs/observability.md has a ## Metrics section")
         .1;
     let rows: Vec<(String, String)> = section
         .lines()
@@ -31,7 +31,10 @@ fn readme_metrics() -> Vec<(String, String)> {
                 .then(|| (name.to_owned(), cells.get(2).unwrap_or(&"").to_string()))
         })
         .collect();
-    assert!(rows.len() >= 10, "the README's metrics table: {rows:?}");
+    assert!(
+        rows.len() >= 10,
+        "the metrics table of docs/observability.md: {rows:?}"
+    );
     rows
 }
 
