@@ -65,6 +65,7 @@ pub use bus::{Bus, BusOptions, Control};
 pub use error::{LockHolder, RejectedEvent, StoreError};
 pub use event_log::{Batch, Doorbell, EventLog, EventLogStats, LiveBatches, Watch, Watcher};
 pub use health::StorageFailure;
+pub use lock::current_holder as lock_holder;
 pub use postgres::{is_postgres_url, redact_url};
 pub use records::{ArtifactRecord, ContextRecord, TaskRecord};
 pub use schema::SCHEMA_VERSION;

@@ -112,6 +112,40 @@ impl WriterLock {
     }
 }
 
+/// Who holds the writer lock of database `db` right now, without taking it for longer than
+/// a probe: `None` when nobody does (no lock file, or a stale one whose holder died). A
+/// client uses it to find a running server to talk to instead of the file.
+///
+/// The lock file's content is read first and the lock probed only when it names an address
+/// (a server): in the common case nothing is locked, even for an instant, so a process
+/// starting at the same moment is never refused because of the probe.
+pub fn current_holder(db: &Path) -> Result<Option<LockHolder>, StoreError> {
+    let path = lock_path(db);
+    let io = |action: &'static str, source| StoreError::Io {
+        action,
+        path: path.clone(),
+        source,
+    };
+    let mut file = match OpenOptions::new().read(true).open(&path) {
+        Ok(file) => file,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(io("opening the lock file", source)),
+    };
+    let mut text = String::new();
+    file.read_to_string(&mut text)
+        .map_err(|source| io("reading the lock file", source))?;
+    let recorded = parse_holder(&text);
+    if recorded.address.is_none() {
+        return Ok(None);
+    }
+    match try_lock(&file) {
+        // Taken: the recorded holder is gone; closing the file releases the probe's lock.
+        Ok(true) => Ok(None),
+        Ok(false) => Ok(Some(recorded)),
+        Err(source) => Err(io("locking", source)),
+    }
+}
+
 /// Takes an exclusive lock on `file` without waiting: true if taken, false if another open
 /// file holds it.
 #[cfg(unix)]
@@ -180,6 +214,33 @@ mod tests {
         assert!(text.contains("command=looopy run\n"), "{text}");
         assert!(!text.contains("address="), "{text}");
         drop(second);
+    }
+
+    #[test]
+    fn the_current_holder_is_a_live_server_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("a.db");
+        assert_eq!(current_holder(&db).unwrap(), None, "no lock file");
+        let first = WriterLock::acquire(&db, "looopy chat").unwrap();
+        assert_eq!(
+            current_holder(&db).unwrap(),
+            None,
+            "no address: not a server"
+        );
+        first.set_address("http://127.0.0.1:1234").unwrap();
+        let holder = current_holder(&db).unwrap().unwrap();
+        assert_eq!(holder.address.as_deref(), Some("http://127.0.0.1:1234"));
+        assert_eq!(holder.pid, Some(std::process::id()));
+        drop(first);
+        // The file stays with the dead holder's address; the probe sees through it.
+        assert!(
+            std::fs::read_to_string(lock_path(&db))
+                .unwrap()
+                .contains("address=")
+        );
+        assert_eq!(current_holder(&db).unwrap(), None, "stale");
+        // And the probe did not keep the lock.
+        drop(WriterLock::acquire(&db, "looopy run").unwrap());
     }
 
     #[test]
