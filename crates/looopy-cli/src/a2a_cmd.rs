@@ -44,10 +44,12 @@ pub enum A2aCommand {
 pub struct Remote {
     /// The agent's base URL, or its card's URL (…/.well-known/agent-card.json).
     pub url: String,
-    /// Bearer token for the agent (sent only to the card's host).
-    #[arg(long, env = "LOOOPY_A2A_TOKEN", hide_env_values = true)]
+    /// Bearer token for the agent, sent only to the card's host [env: LOOOPY_TOKEN, like
+    /// every client command; the older LOOOPY_A2A_TOKEN still works and wins when set].
+    // No clap `env`: the flag, then the old specific name, then the common one.
+    #[arg(long, value_name = "TOKEN")]
     pub token: Option<String>,
-    /// Use this transport only (default: the best one the card offers).
+    /// Use this transport only [default: the best one the card offers].
     #[arg(long, value_enum)]
     pub transport: Option<TransportArg>,
     /// Print JSON (one object per line) instead of text.
@@ -124,8 +126,8 @@ fn exit_for(e: &ClientError) -> ExitCode {
 
 async fn connect(remote: &Remote) -> Result<A2aClient, ClientError> {
     let mut builder = A2aClient::builder();
-    if let Some(t) = &remote.token {
-        builder = builder.bearer(t);
+    if let Some(t) = crate::cli::client_token(remote.token.clone(), &["LOOOPY_A2A_TOKEN"]) {
+        builder = builder.bearer(&t);
     }
     if let Some(t) = remote.transport {
         builder = builder.transport(match t {

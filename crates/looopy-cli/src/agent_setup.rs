@@ -12,77 +12,14 @@ use looopy_agent::tool::{ToolRegistry, Workspace};
 use looopy_agent::{Agent, AgentConfig, ToolProtocol};
 use looopy_llm::Provider;
 use looopy_store::{Store, StoreError, StoreOptions};
-use serde::Deserialize;
 
 use crate::cli::{AgentArgs, ProviderKind, ToolProtocolArg};
+use crate::errors::Usage;
 
-/// The config file (`~/.config/looopy/config.toml` or `--config`). Every key is optional.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FileConfig {
-    pub provider: Option<String>,
-    pub base_url: Option<String>,
-    pub model: Option<String>,
-    pub api_key: Option<String>,
-    pub tool_protocol: Option<String>,
-    pub db: Option<PathBuf>,
-    pub max_iterations: Option<u32>,
-    pub script: Option<PathBuf>,
-    pub system: Option<String>,
-    /// Most events one turn may produce before it fails with `turn_too_large`.
-    pub max_turn_events: Option<u64>,
-    /// Most bytes one turn may add to the event log before it fails with `turn_too_large`.
-    pub max_turn_bytes: Option<u64>,
-    /// `looopy serve`: largest request body in bytes.
-    pub body_limit: Option<usize>,
-    /// `looopy serve`: seconds a request body may take to arrive.
-    pub body_timeout: Option<u64>,
-    /// `looopy serve`: largest user message in bytes.
-    pub max_message_bytes: Option<usize>,
-    /// Sub-agents (`[[agents]]` tables): each is a tool to the model, run as a child task.
-    #[serde(default)]
-    pub agents: Vec<AgentEntry>,
-    /// MCP servers (`[[mcp]]` tables): their tools become the agent's, as `NAME__TOOL`.
-    #[serde(default)]
-    pub mcp: Vec<looopy_mcp::McpServerSpec>,
-}
-
-/// One `[[agents]]` table: a local sub-agent (`instructions`, `tools`, `model`, `provider`,
-/// `max_iterations`) or a remote A2A one (`url`, optional `token`).
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AgentEntry {
-    pub name: String,
-    pub description: String,
-    pub instructions: Option<String>,
-    /// Tools (of the main agent's) and other sub-agents it may call; none when absent.
-    #[serde(default)]
-    pub tools: Vec<String>,
-    pub model: Option<String>,
-    /// `openai`, `anthropic` or `scripted`; the main agent's provider when absent.
-    pub provider: Option<String>,
-    pub max_iterations: Option<u32>,
-    /// A remote agent's base URL (its agent card is fetched from there).
-    pub url: Option<String>,
-    /// A bearer token for the remote agent.
-    pub token: Option<String>,
-}
+pub use crate::file_config::{FileConfig, load_file_config};
 
 fn home() -> Option<PathBuf> {
     std::env::var_os("HOME").map(PathBuf::from)
-}
-
-pub(crate) fn load_file_config(explicit: Option<&Path>) -> Result<FileConfig> {
-    let path = match explicit {
-        Some(p) => p.to_path_buf(),
-        None => match home().map(|h| h.join(".config/looopy/config.toml")) {
-            Some(p) if p.exists() => p,
-            _ => return Ok(FileConfig::default()),
-        },
-    };
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("reading config file {}", path.display()))?;
-    toml::from_str(&text).with_context(|| format!("config file {}", path.display()))
 }
 
 fn env(name: &str) -> Option<String> {
@@ -92,6 +29,8 @@ fn env(name: &str) -> Option<String> {
 /// The resolved settings.
 pub struct Resolved {
     pub provider: Arc<dyn Provider>,
+    /// The base URL the provider calls, for display (none for the scripted model).
+    pub base_url: Option<String>,
     pub provider_kind: ProviderKind,
     pub db: PathBuf,
     pub config: AgentConfig,
@@ -115,17 +54,24 @@ pub fn resolve_db(flag: Option<PathBuf>, config: Option<&Path>) -> Result<PathBu
     Ok(db_path(flag, &file))
 }
 
+/// `--lease-ttl` when neither the flag, `LOOOPY_LEASE_TTL` nor the config file sets it.
+pub const DEFAULT_LEASE_TTL: std::time::Duration = std::time::Duration::from_secs(15);
+
 pub fn resolve(args: &AgentArgs) -> Result<Resolved> {
     let file = load_file_config(args.config.as_deref())?;
+    let args = &crate::file_config::merge_agent_args(args, &file)?;
     let kind = match (args.provider, file.provider.as_deref()) {
         (Some(k), _) => k,
         (None, Some(name)) => match name {
             "openai" => ProviderKind::Openai,
             "anthropic" => ProviderKind::Anthropic,
             "scripted" => ProviderKind::Scripted,
-            other => anyhow::bail!(
-                "config file: unknown provider {other:?} (openai, anthropic, scripted)"
-            ),
+            other => {
+                return Err(Usage(format!(
+                    "config file: unknown provider {other:?} (openai, anthropic, scripted)"
+                ))
+                .into());
+            }
         },
         (None, None) if env("OPENAI_API_KEY").is_some() || env("OPENAI_BASE_URL").is_some() => {
             ProviderKind::Openai
@@ -136,7 +82,8 @@ pub fn resolve(args: &AgentArgs) -> Result<Resolved> {
     let base_url = args.base_url.clone().or(file.base_url.clone());
     let model = args.model.clone().or(file.model.clone());
     let api_key = args.api_key.clone().or(file.api_key.clone());
-    let provider = build_provider(kind, base_url, model.clone(), api_key, args, &file)?;
+    let (provider, shown_url) =
+        build_described(kind, base_url, model.clone(), api_key, args, &file)?;
 
     let tool_protocol = match (args.tool_protocol, file.tool_protocol.as_deref()) {
         (Some(ToolProtocolArg::Wire), _) | (None, Some("wire")) => ToolProtocol::Wire,
@@ -144,7 +91,10 @@ pub fn resolve(args: &AgentArgs) -> Result<Resolved> {
             ToolProtocol::Native
         }
         (None, Some(other)) => {
-            anyhow::bail!("config file: unknown tool_protocol {other:?} (native, wire)")
+            return Err(Usage(format!(
+                "config file: unknown tool_protocol {other:?} (native, wire)"
+            ))
+            .into());
         }
     };
     let mut config = AgentConfig {
@@ -159,18 +109,23 @@ pub fn resolve(args: &AgentArgs) -> Result<Resolved> {
         config.system_prompt = Some(s);
     }
     if let Some(n) = file.max_turn_events {
-        anyhow::ensure!(n > 0, "config file: max_turn_events must be at least 1");
+        if n == 0 {
+            return Err(Usage::new("config file: max_turn_events must be at least 1").into());
+        }
         config.max_turn_events = n;
     }
     if let Some(n) = file.max_turn_bytes {
-        anyhow::ensure!(n > 0, "config file: max_turn_bytes must be at least 1");
+        if n == 0 {
+            return Err(Usage::new("config file: max_turn_bytes must be at least 1").into());
+        }
         config.max_turn_bytes = n;
     }
-    config.lease_ttl = args.lease_ttl;
+    config.lease_ttl = args.lease_ttl.unwrap_or(DEFAULT_LEASE_TTL);
     config.resume_interrupted = args.resume_interrupted;
     let db = db_path(args.db.clone(), &file);
     Ok(Resolved {
         provider,
+        base_url: shown_url,
         provider_kind: kind,
         db,
         config,
@@ -185,6 +140,19 @@ fn build_provider(
     args: &AgentArgs,
     file: &FileConfig,
 ) -> Result<Arc<dyn Provider>> {
+    Ok(build_described(kind, base_url, model, api_key, args, file)?.0)
+}
+
+/// [`build_provider`], and the base URL it calls (userinfo hidden) for the line that
+/// says which model a run uses.
+fn build_described(
+    kind: ProviderKind,
+    base_url: Option<String>,
+    model: Option<String>,
+    api_key: Option<String>,
+    args: &AgentArgs,
+    file: &FileConfig,
+) -> Result<(Arc<dyn Provider>, Option<String>)> {
     use looopy_llm::anthropic::{AnthropicConfig, AnthropicProvider};
     use looopy_llm::openai::{OpenAiConfig, OpenAiProvider};
     use looopy_llm::scripted::ScriptedProvider;
@@ -200,7 +168,10 @@ fn build_provider(
             if let Some(k) = api_key {
                 c = c.api_key(k);
             }
-            Arc::new(OpenAiProvider::new(c).context("configuring the OpenAI-compatible provider")?)
+            let shown = looopy_llm::display_base_url(&c.base_url);
+            let provider =
+                OpenAiProvider::new(c).context("configuring the OpenAI-compatible provider")?;
+            (Arc::new(provider), Some(shown))
         }
         ProviderKind::Anthropic => {
             let mut c = AnthropicConfig::from_env();
@@ -213,14 +184,20 @@ fn build_provider(
             if let Some(k) = api_key {
                 c = c.api_key(k);
             }
-            Arc::new(AnthropicProvider::new(c).context("configuring the Anthropic provider")?)
+            let shown = looopy_llm::display_base_url(&c.base_url);
+            let provider =
+                AnthropicProvider::new(c).context("configuring the Anthropic provider")?;
+            (Arc::new(provider), Some(shown))
         }
         ProviderKind::Scripted => match args.script.clone().or(file.script.clone()) {
-            Some(path) => Arc::new(
-                ScriptedProvider::from_path(&path)
-                    .with_context(|| format!("loading script {}", path.display()))?,
+            Some(path) => (
+                Arc::new(
+                    ScriptedProvider::from_path(&path)
+                        .with_context(|| format!("loading script {}", path.display()))?,
+                ),
+                None,
             ),
-            None => Arc::new(ScriptedProvider::builtin()),
+            None => (Arc::new(ScriptedProvider::builtin()), None),
         },
     })
 }
@@ -231,13 +208,14 @@ fn build_provider(
 /// user names it; and a server's clients must not see each other's files.
 pub async fn build(args: &AgentArgs) -> Result<(Agent, ProviderKind)> {
     let resolved = resolve(args)?;
-    if resolved.provider_kind == ProviderKind::Scripted && args.script.is_none() {
-        crate::render::note(
-            "[looopy] no LLM configured: using the built-in scripted model (offline). \
-             Set OPENAI_API_KEY (or OPENAI_BASE_URL), or ANTHROPIC_API_KEY, or pass --provider.",
-        );
-    }
+    let file = load_file_config(args.config.as_deref())?;
+    let args = &crate::file_config::merge_agent_args(args, &file)?;
+    crate::render::note(&model_line(
+        &resolved,
+        args.script.is_some() || file.script.is_some(),
+    ));
     let db = resolved.db.clone();
+    refuse_directory(&db)?;
     let mut options = StoreOptions::default();
     options.lock_holder = holder_name();
     if let Some(id) = &args.replica_id {
@@ -264,7 +242,6 @@ pub async fn build(args: &AgentArgs) -> Result<(Agent, ProviderKind)> {
         }
     };
     let mut tools = tools(args, &local_data(&resolved.db))?;
-    let file = load_file_config(args.config.as_deref())?;
     tools.merge(mcp_tools(&file, args).await?);
     let mut sub_agents = sub_agents(&file, args)?;
     if sub_agents.is_empty() && resolved.provider_kind == ProviderKind::Scripted {
@@ -294,6 +271,67 @@ pub async fn build(args: &AgentArgs) -> Result<(Agent, ProviderKind)> {
     Ok((agent, resolved.provider_kind))
 }
 
+/// The one line every agent command starts with: which provider, model and base URL it
+/// uses — or that no model is configured and the offline stand-in answers.
+fn model_line(resolved: &Resolved, scripted_from_file: bool) -> String {
+    let model = resolved
+        .config
+        .model
+        .clone()
+        .unwrap_or_else(|| resolved.provider.default_model().to_string());
+    match (resolved.provider_kind, &resolved.base_url) {
+        (ProviderKind::Scripted, _) if !scripted_from_file => {
+            "[looopy] no LLM configured: using the built-in scripted model (offline). \
+             Set OPENAI_API_KEY (or OPENAI_BASE_URL), or ANTHROPIC_API_KEY, or pass --provider."
+                .to_string()
+        }
+        (ProviderKind::Scripted, _) => "[looopy] provider scripted (a script file)".to_string(),
+        (kind, url) => {
+            let name = match kind {
+                ProviderKind::Anthropic => "anthropic",
+                _ => "openai",
+            };
+            let model = if model.is_empty() {
+                "(none set)"
+            } else {
+                &model
+            };
+            let url = url.as_deref().unwrap_or("(default)");
+            format!("[looopy] provider {name} · model {model} · {url}")
+        }
+    }
+}
+
+/// Where the workspace tools of `args` write: `--workspace` (or the config file's
+/// `workspace`), else one directory per conversation beside the database.
+pub fn workspace_dir(args: &AgentArgs) -> Result<crate::render::WorkspaceDir> {
+    use crate::render::WorkspaceDir;
+    let file = load_file_config(args.config.as_deref())?;
+    let merged = crate::file_config::merge_agent_args(args, &file)?;
+    Ok(match merged.workspace {
+        Some(dir) => WorkspaceDir::Fixed(std::fs::canonicalize(&dir).unwrap_or(dir)),
+        None => {
+            let db = local_data(&db_path(merged.db, &file));
+            let base = db.parent().unwrap_or(Path::new(".")).join("workspaces");
+            WorkspaceDir::PerContext(std::fs::canonicalize(&base).unwrap_or(base))
+        }
+    })
+}
+
+/// A `--db` naming a directory: one clear line (SQLite would say "unable to open database
+/// file" three times over).
+fn refuse_directory(db: &Path) -> Result<()> {
+    if !looopy_store::is_postgres_url(&db.to_string_lossy()) && db.is_dir() {
+        return Err(Usage(format!(
+            "--db {} is a directory; give a database file, e.g. --db {}",
+            db.display(),
+            db.join("looopy.db").display()
+        ))
+        .into());
+    }
+    Ok(())
+}
+
 /// The `[[agents]]` of the config file as sub-agent declarations: local ones, and remote
 /// ones (`url`, optional `token`) called over A2A.
 fn sub_agents(file: &FileConfig, args: &AgentArgs) -> Result<Vec<SubAgentSpec>> {
@@ -307,9 +345,10 @@ fn sub_agents(file: &FileConfig, args: &AgentArgs) -> Result<Vec<SubAgentSpec>> 
                 || entry.provider.is_some()
                 || entry.max_iterations.is_some();
             if local_only {
-                anyhow::bail!(
+                return Err(Usage(format!(
                     "config file: agent {name:?} has a url (remote) and local settings (instructions, tools, model, provider, max_iterations): choose one"
-                );
+                ))
+                .into());
             }
             specs.push(SubAgentSpec::remote(
                 name.clone(),
@@ -336,9 +375,12 @@ fn sub_agents(file: &FileConfig, args: &AgentArgs) -> Result<Vec<SubAgentSpec>> 
                 "openai" => ProviderKind::Openai,
                 "anthropic" => ProviderKind::Anthropic,
                 "scripted" => ProviderKind::Scripted,
-                other => anyhow::bail!(
-                    "config file: agent {name:?}: unknown provider {other:?} (openai, anthropic, scripted)"
-                ),
+                other => {
+                    return Err(Usage(format!(
+                        "config file: agent {name:?}: unknown provider {other:?} (openai, anthropic, scripted)"
+                    ))
+                    .into());
+                }
             };
             let provider = build_provider(kind, None, entry.model.clone(), None, args, file)
                 .with_context(|| format!("config file: agent {name:?}"))?;

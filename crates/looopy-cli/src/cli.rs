@@ -72,80 +72,93 @@ pub enum ToolProtocolArg {
     Wire,
 }
 
+/// Help headings: `-h` shows the few flags a single user needs, `--help` all of them,
+/// grouped under these.
+pub const MODEL: &str = "Model";
+pub const STATE: &str = "Conversation and storage";
+pub const TOOLS: &str = "Tools";
+pub const SERVER: &str = "Server";
+pub const LIMITS: &str = "Limits";
+pub const REPLICAS: &str = "Replicas (a PostgreSQL --db)";
+pub const TELEMETRY: &str = "Telemetry";
+
 /// How to reach the model and where to keep state; shared by every agent command.
 #[derive(Debug, Clone, Args, Default)]
 pub struct AgentArgs {
-    /// Model provider (default: openai if OPENAI_API_KEY/OPENAI_BASE_URL is set, anthropic if
-    /// ANTHROPIC_API_KEY is set, otherwise the built-in scripted model).
-    #[arg(long, value_enum, env = "LOOOPY_PROVIDER")]
+    /// Model provider [default: openai if OPENAI_API_KEY/OPENAI_BASE_URL is set, anthropic if
+    /// ANTHROPIC_API_KEY is set, otherwise the built-in scripted model].
+    #[arg(long, value_enum, env = "LOOOPY_PROVIDER", help_heading = MODEL)]
     pub provider: Option<ProviderKind>,
-    /// Provider base URL (OpenAI-compatible servers: LiteLLM, vLLM, Ollama, llama.cpp …).
-    #[arg(long)]
+    /// Provider base URL; an OpenAI-compatible server's ends in /v1 (LiteLLM, vLLM, Ollama,
+    /// llama.cpp …) [env: OPENAI_BASE_URL or ANTHROPIC_BASE_URL; default: the provider's
+    /// public API].
+    #[arg(long, value_name = "URL", help_heading = MODEL)]
     pub base_url: Option<String>,
-    /// Model name.
-    #[arg(long, env = "LOOOPY_MODEL")]
+    /// Model name [default: OPENAI_MODEL or ANTHROPIC_MODEL, else the provider's default].
+    #[arg(long, env = "LOOOPY_MODEL", help_heading = MODEL)]
     pub model: Option<String>,
-    /// API key (else OPENAI_API_KEY / ANTHROPIC_API_KEY).
-    #[arg(long, hide_env_values = true)]
+    /// API key [env: OPENAI_API_KEY or ANTHROPIC_API_KEY, by provider].
+    #[arg(long, hide_env_values = true, value_name = "KEY", help_heading = MODEL)]
     pub api_key: Option<String>,
-    /// How the model calls tools.
-    #[arg(long, value_enum)]
+    /// How the model calls tools [default: native].
+    #[arg(long, value_enum, hide_short_help = true, help_heading = MODEL)]
     pub tool_protocol: Option<ToolProtocolArg>,
-    /// SQLite database file, or a PostgreSQL URL (`postgres://user@host/db`) shared by
-    /// replicas (default: $LOOOPY_DB, else ~/.looopy/looopy.db).
-    #[arg(long, env = "LOOOPY_DB")]
-    pub db: Option<PathBuf>,
-    /// With a PostgreSQL --db: this process's name among the replicas (the owner of the
-    /// context leases it takes). Default: host name, process id and a random suffix.
-    #[arg(long, env = "LOOOPY_REPLICA_ID", value_name = "NAME")]
-    pub replica_id: Option<String>,
-    /// With a PostgreSQL --db: how long a context's lease lasts unrenewed; another replica
-    /// fails the turns of one that died within about this long (`15s`, `500ms`, `2m`).
-    #[arg(long, env = "LOOOPY_LEASE_TTL", value_name = "DURATION", value_parser = parse_duration, default_value = "15s")]
-    pub lease_ttl: std::time::Duration,
-    /// Turns whose process died mid-run (found at start-up, or by another replica once the
-    /// lease expired) continue from their last completed iteration, announced by a
-    /// `task-status: working` with `metadata.resumed`, instead of failing with
-    /// `interrupted`. Tools of the interrupted iteration may run again.
-    #[arg(long, env = "LOOOPY_RESUME_INTERRUPTED")]
-    pub resume_interrupted: bool,
-    /// Maximum model calls per turn.
-    #[arg(long)]
+    /// Maximum model calls per turn [default: 20].
+    #[arg(long, value_name = "N", hide_short_help = true, help_heading = MODEL)]
     pub max_iterations: Option<u32>,
     /// Script file for the scripted provider (JSON or YAML).
-    #[arg(long)]
+    #[arg(long, value_name = "FILE", hide_short_help = true, help_heading = MODEL)]
     pub script: Option<PathBuf>,
     /// System prompt.
-    #[arg(long)]
+    #[arg(long, value_name = "TEXT", hide_short_help = true, help_heading = MODEL)]
     pub system: Option<String>,
-    /// Config file (TOML; default ~/.config/looopy/config.toml when it exists).
-    #[arg(long, env = "LOOOPY_CONFIG")]
+    /// SQLite database file, or a PostgreSQL URL (`postgres://user@host/db`) shared by
+    /// replicas [default: the config file's `db`, else ~/.looopy/looopy.db].
+    #[arg(long, env = "LOOOPY_DB", value_name = "PATH|URL", help_heading = STATE)]
+    pub db: Option<PathBuf>,
+    /// Config file (TOML) [default: ~/.config/looopy/config.toml when it exists].
+    #[arg(long, env = "LOOOPY_CONFIG", value_name = "FILE", help_heading = STATE)]
     pub config: Option<PathBuf>,
-    /// Send traces (the `invoke_agent`, `chat` and `execute_tool` spans) over OTLP/HTTP
-    /// protobuf to this base URL (`<URL>/v1/traces`), e.g. http://127.0.0.1:4318. Off by
-    /// default.
-    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT", value_name = "URL")]
-    pub otlp_endpoint: Option<String>,
+    /// File with the 256-bit key that seals the credentials users give tools (64 hex
+    /// digits, base64, or 32 raw bytes; e.g. `openssl rand -hex 32 > key`) [env:
+    /// LOOOPY_SECRET_KEY holds the key itself; default: credentials in memory only].
+    #[arg(long, value_name = "FILE", hide_short_help = true, help_heading = STATE)]
+    pub secret_key_file: Option<PathBuf>,
     /// Directory the workspace tools (list_files, read_file, write_file, edit_file,
-    /// search_files) work in, created if missing; paths outside it are refused. Without it
-    /// each conversation gets its own directory under `<db dir>/workspaces/<context id>`
-    /// (never the current directory unasked).
-    #[arg(long, value_name = "DIR")]
+    /// search_files) work in, created if missing; paths outside it are refused [default:
+    /// one directory per conversation, `<db dir>/workspaces/<context id>`; never the
+    /// current directory unasked].
+    #[arg(long, value_name = "DIR", help_heading = TOOLS)]
     pub workspace: Option<PathBuf>,
     /// Also offer the `shell` tool: commands run with `sh -c` in the workspace (a working
     /// directory, not a sandbox). Needs --workspace.
-    #[arg(long, requires = "workspace")]
+    #[arg(long, hide_short_help = true, help_heading = TOOLS)]
     pub allow_shell: bool,
     /// An MCP server whose tools the agent gets (as `NAME__TOOL`), repeatable:
     /// `NAME=COMMAND [ARGS...]` (stdio) or `NAME=URL` (streamable HTTP). Added to the
     /// config file's `[[mcp]]` servers.
-    #[arg(long = "mcp", value_name = "NAME=COMMAND|URL")]
+    #[arg(long = "mcp", value_name = "NAME=COMMAND|URL", hide_short_help = true, help_heading = TOOLS)]
     pub mcp: Vec<String>,
-    /// File with the 256-bit key that seals the credentials users give tools (64 hex
-    /// digits, base64, or 32 raw bytes; e.g. `openssl rand -hex 32 > key`). Else
-    /// LOOOPY_SECRET_KEY; without either, credentials live in memory only.
-    #[arg(long, value_name = "FILE")]
-    pub secret_key_file: Option<PathBuf>,
+    /// With a PostgreSQL --db: this process's name among the replicas (the owner of the
+    /// context leases it takes) [default: host name, process id and a random suffix].
+    #[arg(long, env = "LOOOPY_REPLICA_ID", value_name = "NAME", hide_short_help = true, help_heading = REPLICAS)]
+    pub replica_id: Option<String>,
+    /// With a PostgreSQL --db: how long a context's lease lasts unrenewed; another replica
+    /// fails the turns of one that died within about this long (`15s`, `500ms`, `2m`)
+    /// [default: 15s].
+    #[arg(long, env = "LOOOPY_LEASE_TTL", value_name = "DURATION", value_parser = parse_duration, hide_short_help = true, help_heading = REPLICAS)]
+    pub lease_ttl: Option<std::time::Duration>,
+    /// Turns whose process died mid-run (found at start-up, or by another replica once the
+    /// lease expired) continue from their last completed iteration, announced by a
+    /// `task-status: working` with `metadata.resumed`, instead of failing with
+    /// `interrupted`. Tools of the interrupted iteration may run again.
+    #[arg(long, env = "LOOOPY_RESUME_INTERRUPTED", hide_short_help = true, help_heading = REPLICAS)]
+    pub resume_interrupted: bool,
+    /// Send traces (the `invoke_agent`, `chat` and `execute_tool` spans) over OTLP/HTTP
+    /// protobuf to this base URL (`<URL>/v1/traces`), e.g. http://127.0.0.1:4318
+    /// [default: off].
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT", value_name = "URL", hide_short_help = true, help_heading = TELEMETRY)]
+    pub otlp_endpoint: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -153,11 +166,12 @@ pub struct RunArgs {
     /// Print every event as one JSON object per line.
     #[arg(long)]
     pub json: bool,
-    /// After the turn, print its span tree with timings to stderr (a waterfall).
+    /// Log warnings to stderr, and after the turn print its span tree with timings (a
+    /// waterfall) [default: logs only with RUST_LOG].
     #[arg(long, short = 'v')]
     pub verbose: bool,
-    /// Conversation to continue (default: a new one).
-    #[arg(long)]
+    /// Conversation to continue [default: a new one].
+    #[arg(long, value_name = "ID")]
     pub context: Option<looopy_protocol::ids::ContextId>,
     /// The user message.
     #[arg(required = true, num_args = 1..)]
@@ -168,9 +182,13 @@ pub struct RunArgs {
 
 #[derive(Debug, Args)]
 pub struct ChatArgs {
-    /// Conversation to continue (default: a new one).
-    #[arg(long)]
+    /// Conversation to continue; it must exist, and what was said so far is shown
+    /// [default: a new one].
+    #[arg(long, value_name = "ID")]
     pub context: Option<looopy_protocol::ids::ContextId>,
+    /// With --context: start a new conversation with that id (refused if it exists).
+    #[arg(long, requires = "context")]
+    pub new: bool,
     #[command(flatten)]
     pub agent: AgentArgs,
 }
@@ -184,8 +202,8 @@ pub struct ResumeArgs {
     /// (read from stdin when it is not a terminal) — a secret on the command line ends up
     /// in the shell's history.
     pub value: String,
-    /// Which input request to answer (default: the task's pending one).
-    #[arg(long)]
+    /// Which input request to answer [default: the task's pending one].
+    #[arg(long, hide_short_help = true)]
     pub input_id: Option<String>,
     /// Print every event as one JSON object per line.
     #[arg(long)]
@@ -196,78 +214,78 @@ pub struct ResumeArgs {
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1:8080")]
-    pub addr: SocketAddr,
-    /// With a PostgreSQL --db: the NATS server (JetStream) that tells the replicas of each
-    /// other's events. Without it, PostgreSQL LISTEN/NOTIFY does the job (slower).
-    #[arg(long, env = "LOOOPY_NATS", value_name = "URL")]
-    pub nats: Option<String>,
+    /// Address to listen on [default: 127.0.0.1:8080].
+    #[arg(long, value_name = "HOST:PORT", help_heading = SERVER)]
+    pub addr: Option<SocketAddr>,
+    /// Bearer token accepted by the server, taken verbatim (a `,` is part of the token);
+    /// repeat for several principals [env: LOOOPY_TOKENS, comma-separated]. An empty token
+    /// is an error, never "authentication off".
+    // No `env` and no `value_delimiter` here: clap would split the flag's value too, and
+    // would not tell an empty variable from an absent one. `serve_cmd` reads the variable.
+    #[arg(long = "token", value_name = "TOKEN", help_heading = SERVER)]
+    pub tokens: Vec<String>,
+    /// Bearer token of another agent (an A2A peer), repeatable [env: LOOOPY_PEER_TOKENS,
+    /// comma-separated]. A peer is a principal like a --token one, but its answers to input
+    /// requests are an agent's: it cannot answer requests that need the user
+    /// (`requireUser`), and `input-received.providedBy` is `agent`.
+    #[arg(long = "peer-token", value_name = "TOKEN", hide_short_help = true, help_heading = SERVER)]
+    pub peer_tokens: Vec<String>,
     /// The URL users reach this server at, when it is not the bound address (behind a
     /// proxy): OAuth authorization servers send the browser back to
     /// `{URL}/v1/oauth/callback`.
-    #[arg(long, env = "LOOOPY_PUBLIC_URL", value_name = "URL")]
+    #[arg(long, env = "LOOOPY_PUBLIC_URL", value_name = "URL", hide_short_help = true, help_heading = SERVER)]
     pub public_url: Option<String>,
-    /// Bearer token accepted by the server, taken verbatim (a `,` is part of the token);
-    /// repeat for several principals. Without it, LOOOPY_TOKENS is read: a comma-separated
-    /// list. An empty token is an error, never "authentication off".
-    // No `env` and no `value_delimiter` here: clap would split the flag's value too, and
-    // would not tell an empty variable from an absent one. `serve_cmd` reads the variable.
-    #[arg(long = "token")]
-    pub tokens: Vec<String>,
-    /// Bearer token of another agent (an A2A peer), repeatable; without it,
-    /// LOOOPY_PEER_TOKENS (comma-separated). A peer is a principal like a --token one, but
-    /// its answers to input requests are an agent's: it cannot answer requests that need
-    /// the user (`requireUser`), and `input-received.providedBy` is `agent`.
-    #[arg(long = "peer-token")]
-    pub peer_tokens: Vec<String>,
-    /// Send `internal:*` events to clients too.
-    #[arg(long)]
-    pub allow_internal: bool,
-    /// Seconds between keep-alive comments on idle streams.
-    #[arg(long, default_value_t = 15)]
-    pub keepalive_secs: u64,
-    /// Allowed CORS origins (`*` for any); CORS is off when none is given.
-    #[arg(long = "cors-origin")]
+    /// Allowed CORS origins (`*` for any), repeatable [default: none, CORS off].
+    #[arg(long = "cors-origin", value_name = "ORIGIN", hide_short_help = true, help_heading = SERVER)]
     pub cors_origins: Vec<String>,
-    /// Maximum request body in bytes [default: 2097152, or `body_limit` in the config file].
-    #[arg(long)]
-    pub body_limit: Option<usize>,
-    /// Seconds a request body may take to arrive; slower bodies get 408 and the connection
-    /// is closed [default: 30, or `body_timeout` in the config file].
-    #[arg(long, value_name = "SECS")]
-    pub body_timeout: Option<u64>,
-    /// Maximum user message in bytes; larger ones get 413 [default: 1048576, or
-    /// `max_message_bytes` in the config file].
-    #[arg(long)]
-    pub max_message_bytes: Option<usize>,
-    /// Maximum concurrent event streams of the whole server (503 beyond); an idle stream
-    /// costs about 13 KiB and a file descriptor.
-    #[arg(long, default_value_t = 10_000)]
-    pub max_streams: usize,
-    /// Maximum concurrent event streams per token (429 beyond).
-    #[arg(long, default_value_t = 64)]
-    pub max_streams_per_principal: usize,
-    /// Without --token: maximum concurrent event streams per client IP address (IPv6:
-    /// per /64) (429 beyond).
-    #[arg(long, default_value_t = 32)]
-    pub max_streams_per_client: usize,
-    /// End `GET …/events` streams after this many seconds (clients resume with
-    /// Last-Event-ID); by default they stay open until the client leaves.
-    #[arg(long, value_name = "SECS")]
-    pub max_stream_lifetime: Option<u64>,
+    /// Send `internal:*` events to clients too.
+    #[arg(long, hide_short_help = true, help_heading = SERVER)]
+    pub allow_internal: bool,
     /// Serve `GET /metrics` (Prometheus text format) without a token; by default it needs
     /// one like every API route when tokens are configured.
-    #[arg(long)]
+    #[arg(long, hide_short_help = true, help_heading = SERVER)]
     pub metrics_public: bool,
     /// Accept A2A push-notification webhooks on private, loopback and link-local
     /// addresses (tests, trusted networks); refused by default.
-    #[arg(long)]
+    #[arg(long, hide_short_help = true, help_heading = SERVER)]
     pub push_allow_private: bool,
     /// Also serve A2A over gRPC (cleartext HTTP/2) on this address, e.g. 127.0.0.1:8081
-    /// (port 0 picks a free one); the agent card declares it. Off by default.
-    #[arg(long, value_name = "HOST:PORT")]
+    /// (port 0 picks a free one); the agent card declares it [default: off].
+    #[arg(long, value_name = "HOST:PORT", hide_short_help = true, help_heading = SERVER)]
     pub grpc_addr: Option<SocketAddr>,
+    /// Time between keep-alive comments on idle streams (`15s`; a bare number is seconds;
+    /// `--keepalive-secs` still works) [default: 15s].
+    #[arg(long, alias = "keepalive-secs", value_name = "DURATION", value_parser = parse_duration, hide_short_help = true, help_heading = LIMITS)]
+    pub keepalive: Option<std::time::Duration>,
+    /// Maximum request body in bytes [default: 2097152].
+    #[arg(long, value_name = "BYTES", hide_short_help = true, help_heading = LIMITS)]
+    pub body_limit: Option<usize>,
+    /// How long a request body may take to arrive (`30s`; a bare number is seconds); slower
+    /// bodies get 408 and the connection is closed [default: 30s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, hide_short_help = true, help_heading = LIMITS)]
+    pub body_timeout: Option<std::time::Duration>,
+    /// Maximum user message in bytes; larger ones get 413 [default: 1048576].
+    #[arg(long, value_name = "BYTES", hide_short_help = true, help_heading = LIMITS)]
+    pub max_message_bytes: Option<usize>,
+    /// Maximum concurrent event streams of the whole server (503 beyond); an idle stream
+    /// costs about 13 KiB and a file descriptor [default: 10000].
+    #[arg(long, value_name = "N", hide_short_help = true, help_heading = LIMITS)]
+    pub max_streams: Option<usize>,
+    /// Maximum concurrent event streams per token (429 beyond) [default: 64].
+    #[arg(long, value_name = "N", hide_short_help = true, help_heading = LIMITS)]
+    pub max_streams_per_principal: Option<usize>,
+    /// Without --token: maximum concurrent event streams per client IP address (IPv6:
+    /// per /64) (429 beyond) [default: 32].
+    #[arg(long, value_name = "N", hide_short_help = true, help_heading = LIMITS)]
+    pub max_streams_per_client: Option<usize>,
+    /// End `GET …/events` streams after this long (`15m`; a bare number is seconds;
+    /// clients resume with Last-Event-ID) [default: open until the client leaves].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, hide_short_help = true, help_heading = LIMITS)]
+    pub max_stream_lifetime: Option<std::time::Duration>,
+    /// With a PostgreSQL --db: the NATS server (JetStream) that tells the replicas of each
+    /// other's events [default: PostgreSQL LISTEN/NOTIFY (slower)].
+    #[arg(long, env = "LOOOPY_NATS", value_name = "URL", hide_short_help = true, help_heading = REPLICAS)]
+    pub nats: Option<String>,
     #[command(flatten)]
     pub agent: AgentArgs,
 }
@@ -279,13 +297,13 @@ pub struct TailArgs {
     /// Context to follow.
     #[arg(long)]
     pub context: looopy_protocol::ids::ContextId,
-    /// Bearer token.
+    /// Bearer token the server expects.
     #[arg(long, env = "LOOOPY_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
     /// Print events as JSON lines.
     #[arg(long)]
     pub json: bool,
-    /// Start after this event id (default: from the beginning).
+    /// Start after this event id [default: from the beginning].
     #[arg(long)]
     pub last_event_id: Option<u64>,
     /// Only this task's events.
@@ -308,11 +326,11 @@ pub struct ArtifactsArgs {
     /// Print one JSON object per artifact instead of `▣` lines.
     #[arg(long)]
     pub json: bool,
-    /// SQLite database to read (default: $LOOOPY_DB, else the config file's `db`, else
-    /// ~/.looopy/looopy.db). Read-only: works while `looopy serve` writes it.
+    /// SQLite database to read [default: the config file's `db`, else
+    /// ~/.looopy/looopy.db]. Read-only: works while `looopy serve` writes it.
     #[arg(long, env = "LOOOPY_DB")]
     pub db: Option<PathBuf>,
-    /// Config file (TOML; default ~/.config/looopy/config.toml when it exists).
+    /// Config file (TOML) [default: ~/.config/looopy/config.toml when it exists].
     #[arg(long, env = "LOOOPY_CONFIG")]
     pub config: Option<PathBuf>,
     /// Ask a running server instead of reading a database, e.g. http://127.0.0.1:8080
@@ -322,6 +340,20 @@ pub struct ArtifactsArgs {
     /// Bearer token for --server.
     #[arg(long, env = "LOOOPY_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+}
+
+/// The variable every client command reads its bearer token from.
+pub const TOKEN_ENV: &str = "LOOOPY_TOKEN";
+
+/// The token a client sends: the flag's, else the first non-empty of the older
+/// command-specific variables `old_names` (still accepted), else [`TOKEN_ENV`].
+pub fn client_token(flag: Option<String>, old_names: &[&str]) -> Option<String> {
+    flag.or_else(|| {
+        old_names
+            .iter()
+            .chain(std::iter::once(&TOKEN_ENV))
+            .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+    })
 }
 
 /// A duration: `15s`, `500ms`, `2m`, `1h`, or a bare number of seconds.

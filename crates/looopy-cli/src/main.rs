@@ -11,12 +11,15 @@ mod auth_prompt;
 mod chat_cmd;
 mod cli;
 mod db_cmd;
+mod errors;
+mod file_config;
 mod mcp_cmd;
 mod parse_cmd;
 mod render;
 mod run_cmd;
 mod serve_cmd;
 mod serve_config;
+mod status;
 mod tail_cmd;
 mod telemetry;
 mod waterfall;
@@ -50,9 +53,24 @@ fn telemetry_options(command: &Command) -> telemetry::Options {
         | Command::A2a(_)
         | Command::Db(_) => None,
     };
+    // The config file's `otlp_endpoint` when no flag or variable gives one; a broken file
+    // is reported by the command itself, with its exit status.
+    let otlp_endpoint = agent.and_then(|a| {
+        a.otlp_endpoint.clone().or_else(|| {
+            file_config::load_file_config(a.config.as_deref())
+                .ok()
+                .and_then(|file| file.otlp_endpoint)
+        })
+    });
+    let verbose = matches!(command, Command::Run(args) if args.verbose);
     telemetry::Options {
-        otlp_endpoint: agent.and_then(|a| a.otlp_endpoint.clone()),
-        waterfall: matches!(command, Command::Run(args) if args.verbose),
+        otlp_endpoint,
+        waterfall: verbose,
+        interactive: matches!(
+            command,
+            Command::Run(_) | Command::Chat(_) | Command::Resume(_)
+        ),
+        verbose,
     }
 }
 
@@ -60,7 +78,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Command::Parse(args) = &cli.command {
         if let Err(e) = telemetry::init(telemetry::Options::default()) {
-            eprintln!("looopy: {e:#}");
+            eprintln!("looopy: {}", errors::one_line(&e));
         }
         // `parse` buffers its output itself and flushes when its input runs dry.
         let stdin = std::io::stdin().lock();
@@ -86,7 +104,7 @@ fn main() -> ExitCode {
         match telemetry::init(telemetry_options(&cli.command)) {
             Ok(telemetry) => telemetry,
             Err(e) => {
-                eprintln!("looopy: {e:#}");
+                eprintln!("looopy: {}", errors::one_line(&e));
                 return ExitCode::from(2);
             }
         }
@@ -113,14 +131,11 @@ fn main() -> ExitCode {
     telemetry.shutdown();
     match result {
         Ok(code) => code,
-        // One writer per database, or a damaged one: a usage error, like clap's.
-        Err(e) if e.downcast_ref::<agent_setup::DatabaseRefused>().is_some() => {
-            eprintln!("looopy: {e:#}");
-            ExitCode::from(2)
-        }
+        // A usage or input error (config file, unknown task, database in use or damaged)
+        // exits 2 like clap's own; anything else 1 (docs/configuration.md, "Exit codes").
         Err(e) => {
-            eprintln!("looopy: {e:#}");
-            ExitCode::FAILURE
+            eprintln!("looopy: {}", errors::one_line(&e));
+            errors::exit_code(&e)
         }
     }
 }

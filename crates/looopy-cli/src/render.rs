@@ -11,12 +11,14 @@ use crate::artifact_line::{ArtifactLine, format_size, incomplete_of, printable};
 
 #[cfg(test)]
 mod artifact_tests;
+mod files;
 #[cfg(test)]
 mod tests;
 mod tree;
 #[cfg(test)]
 mod tree_tests;
 
+pub use files::WorkspaceDir;
 use tree::Tree;
 
 const DIM: &str = "\x1b[2m";
@@ -67,6 +69,8 @@ pub struct Renderer {
     /// Events of other tasks that arrived while a task was mid-line, in arrival order:
     /// shown once that line ends, so parallel children's lines are never cut in pieces.
     held: VecDeque<Event>,
+    /// Where the workspace tools write, to say where a written file is on disk.
+    workspace: Option<WorkspaceDir>,
 }
 
 /// Most events held back behind another task's open line; past it, the line is broken.
@@ -112,7 +116,14 @@ impl Renderer {
             prefix: String::new(),
             line_owner: None,
             held: VecDeque::new(),
+            workspace: None,
         }
+    }
+
+    /// Says where each file `write_file`/`edit_file` wrote is (a dim line under the call).
+    pub fn workspace(mut self, dir: Option<WorkspaceDir>) -> Self {
+        self.workspace = dir;
+        self
     }
 
     /// Sub-agents' output collapsed to their `↳` line and a summary line (see
@@ -421,6 +432,18 @@ impl Renderer {
                 )?;
                 self.progress_line_open = true;
             }
+            EventPayload::ToolComplete(t)
+                if t.success && self.tree.answer_shown(&t.tool_call_id) =>
+            {
+                // A sub-agent's answer: its lines above already said it.
+                let text = format!(
+                    "{}✓ {}{}",
+                    self.paint(GREEN),
+                    t.tool_name,
+                    self.paint(RESET)
+                );
+                self.line(out, &text)?;
+            }
             EventPayload::ToolComplete(t) => {
                 let text = if t.success {
                     let result = t.result.as_ref().map(|r| match r {
@@ -444,6 +467,19 @@ impl Renderer {
                     )
                 };
                 self.line(out, &text)?;
+                let written = self
+                    .workspace
+                    .as_ref()
+                    .and_then(|w| w.written(&event.context_id, t));
+                if let Some(path) = written {
+                    let text = format!(
+                        "{}  saved {}{}",
+                        self.paint(DIM),
+                        path.display(),
+                        self.paint(RESET)
+                    );
+                    self.line(out, &text)?;
+                }
             }
             EventPayload::InputRequired(i) => {
                 let text = format!("{}? {}{}", self.paint(BOLD), i.prompt, self.paint(RESET));

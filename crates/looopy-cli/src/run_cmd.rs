@@ -14,6 +14,7 @@ use looopy_store::{Store, StoreError};
 
 use crate::agent_setup;
 use crate::cli::{ResumeArgs, RunArgs};
+use crate::errors::Usage;
 use crate::render::{Renderer, Style};
 
 /// Lines typed by the user, read on a thread of their own so that waiting for a line never
@@ -67,7 +68,9 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
         crate::render::note(&format!("context {context} · task {}", handle.task_id));
     }
     let mut lines = (!args.json && std::io::stdin().is_terminal()).then(Lines::stdin);
-    drive(&agent, handle, style(args.json), lines.as_mut()).await
+    let renderer =
+        Renderer::new(style(args.json)).workspace(Some(agent_setup::workspace_dir(&args.agent)?));
+    drive_with(&agent, handle, renderer, lines.as_mut()).await
 }
 
 pub async fn resume(args: ResumeArgs) -> Result<ExitCode> {
@@ -79,7 +82,16 @@ pub async fn resume(args: ResumeArgs) -> Result<ExitCode> {
         .store()
         .get_task(&args.task)
         .await?
-        .with_context(|| format!("no task {}", args.task))?;
+        .ok_or_else(|| Usage(format!("no task {}", args.task)))?;
+    if !matches!(task.state, TaskState::WaitingInput | TaskState::WaitingAuth) {
+        // Resumed already (a second `resume`), or never asked: an input error (exit 2).
+        return Err(Usage(format!(
+            "task {} is not waiting for input (it is {})",
+            task.task_id,
+            task.state.as_str()
+        ))
+        .into());
+    }
     if task.state == TaskState::WaitingAuth {
         crate::auth_prompt::start_callback(&agent).await?;
         let handle = if args.value == "-" {
@@ -122,7 +134,9 @@ pub async fn resume(args: ResumeArgs) -> Result<ExitCode> {
         .unwrap_or_else(|_| serde_json::Value::String(args.value.clone()));
     let handle = agent.provide_input(&task.task_id, &input_id, value).await?;
     let mut lines = (!args.json && std::io::stdin().is_terminal()).then(Lines::stdin);
-    drive(&agent, handle, style(args.json), lines.as_mut()).await
+    let renderer =
+        Renderer::new(style(args.json)).workspace(Some(agent_setup::workspace_dir(&args.agent)?));
+    drive_with(&agent, handle, renderer, lines.as_mut()).await
 }
 
 /// `looopy resume` while a server writes the database (one writer per database): the

@@ -1,10 +1,8 @@
 //! `looopy serve`: the agent behind HTTP. Shuts down gracefully on SIGINT or SIGTERM.
 
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::{Context, Result};
-use looopy_server::ServerConfig;
 
 use crate::cli::ServeArgs;
 use crate::{agent_setup, serve_config};
@@ -52,32 +50,19 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
         Err(message) => return Ok(usage_error(&message)),
     };
     let file = agent_setup::load_file_config(args.agent.config.as_deref())?;
-    let mut config = ServerConfig {
-        addr: args.addr,
-        tokens,
-        peer_tokens,
-        allow_internal: args.allow_internal,
-        keepalive: Duration::from_secs(args.keepalive_secs.max(1)),
-        cors_origins: args.cors_origins.clone(),
-        max_streams: args.max_streams,
-        max_streams_per_principal: args.max_streams_per_principal,
-        max_streams_per_client: args.max_streams_per_client,
-        max_stream_lifetime: args.max_stream_lifetime.map(Duration::from_secs),
-        metrics_public: args.metrics_public,
-        grpc_addr: args.grpc_addr,
-        public_url: args.public_url.clone(),
-        ..ServerConfig::default()
+    let mut config = match serve_config::server_config(&args, &file, tokens, peer_tokens) {
+        Ok(config) => config,
+        Err(error) => return Ok(usage_error(&error.0)),
     };
-    serve_config::apply_request_limits(&mut config, &args, &file);
-    config.push.allow_private = args.push_allow_private;
     if let Err(error) = config.validate() {
         return Ok(usage_error(&error.to_string()));
     }
+    let nats = args.nats.clone().or_else(|| file.nats.clone());
     let (agent, _) = agent_setup::build(&args.agent).await?;
     let store = agent.store().clone();
     if store.is_shared() {
         looopy_server::metrics::set_replica_label(store.replica_id());
-        let bus = match &args.nats {
+        let bus = match &nats {
             Some(url) => {
                 let mut options = looopy_store::BusOptions::default();
                 // Deployments (and test runs) sharing one NATS server keep apart by prefix.
@@ -99,7 +84,7 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
             bus.kind()
         );
         config.bus = Some(bus);
-    } else if args.nats.is_some() {
+    } else if nats.is_some() {
         return Ok(usage_error(
             "--nats needs a PostgreSQL --db (replicas share the database; a SQLite file has one writer)",
         ));

@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use looopy_server::ServerConfig;
 
-use crate::agent_setup::FileConfig;
 use crate::cli::ServeArgs;
+use crate::errors::Usage;
+use crate::file_config::{DurationValue, FileConfig};
 
 /// The environment variable listing the server's bearer tokens, comma-separated.
 pub const TOKENS_ENV: &str = "LOOOPY_TOKENS";
@@ -76,17 +77,67 @@ fn resolve_token_list(
         .collect()
 }
 
-/// Applies the request limits to `config`: flag > config file > the server's default.
-pub fn apply_request_limits(config: &mut ServerConfig, args: &ServeArgs, file: &FileConfig) {
-    if let Some(limit) = args.body_limit.or(file.body_limit) {
-        config.body_limit = limit;
-    }
-    if let Some(secs) = args.body_timeout.or(file.body_timeout) {
-        config.body_timeout = Duration::from_secs(secs);
-    }
-    if let Some(limit) = args.max_message_bytes.or(file.max_message_bytes) {
-        config.max_message_bytes = limit;
-    }
+/// The server's settings from its flags, the config file and the server's defaults, in
+/// that order (flag > config file > default; the tokens are resolved by the caller).
+/// A bad duration in the file is a usage error.
+pub fn server_config(
+    args: &ServeArgs,
+    file: &FileConfig,
+    tokens: Vec<String>,
+    peer_tokens: Vec<String>,
+) -> Result<ServerConfig, Usage> {
+    let duration = |flag: Option<Duration>, value: &Option<DurationValue>, key: &str| match flag {
+        Some(d) => Ok(Some(d)),
+        None => value.as_ref().map(|v| v.get(key)).transpose(),
+    };
+    let defaults = ServerConfig::default();
+    let mut config = ServerConfig {
+        addr: args.addr.or(file.addr).unwrap_or(defaults.addr),
+        tokens,
+        peer_tokens,
+        allow_internal: args.allow_internal || file.allow_internal.unwrap_or(false),
+        keepalive: duration(args.keepalive, &file.keepalive, "keepalive")?
+            .unwrap_or(defaults.keepalive)
+            .max(Duration::from_secs(1)),
+        cors_origins: if args.cors_origins.is_empty() {
+            file.cors_origins.clone().unwrap_or_default()
+        } else {
+            args.cors_origins.clone()
+        },
+        body_limit: args
+            .body_limit
+            .or(file.body_limit)
+            .unwrap_or(defaults.body_limit),
+        body_timeout: duration(args.body_timeout, &file.body_timeout, "body_timeout")?
+            .unwrap_or(defaults.body_timeout),
+        max_message_bytes: args
+            .max_message_bytes
+            .or(file.max_message_bytes)
+            .unwrap_or(defaults.max_message_bytes),
+        max_streams: args
+            .max_streams
+            .or(file.max_streams)
+            .unwrap_or(defaults.max_streams),
+        max_streams_per_principal: args
+            .max_streams_per_principal
+            .or(file.max_streams_per_principal)
+            .unwrap_or(defaults.max_streams_per_principal),
+        max_streams_per_client: args
+            .max_streams_per_client
+            .or(file.max_streams_per_client)
+            .unwrap_or(defaults.max_streams_per_client),
+        max_stream_lifetime: duration(
+            args.max_stream_lifetime,
+            &file.max_stream_lifetime,
+            "max_stream_lifetime",
+        )?,
+        metrics_public: args.metrics_public || file.metrics_public.unwrap_or(false),
+        grpc_addr: args.grpc_addr.or(file.grpc_addr),
+        public_url: args.public_url.clone().or_else(|| file.public_url.clone()),
+        ..defaults
+    };
+    config.push.allow_private = args.push_allow_private || file.push_allow_private.unwrap_or(false);
+    Ok(config)
 }
 
 #[cfg(test)]

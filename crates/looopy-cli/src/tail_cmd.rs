@@ -100,10 +100,13 @@ async fn follow_once(
     if let Some(token) = &args.token {
         req = req.bearer_auth(token);
     }
-    let resp = req
-        .send()
-        .await
-        .map_err(|e| TailError::Retry(format!("connect: {e}")))?;
+    let resp = req.send().await.map_err(|e| {
+        // The cause (`Connection refused`), not only reqwest's "error sending request".
+        TailError::Retry(format!(
+            "cannot reach {base}: {}",
+            crate::errors::chain_text(&e)
+        ))
+    })?;
     let status = resp.status();
     if !status.is_success() {
         let body = resp.text().await.unwrap_or_default();
@@ -124,7 +127,12 @@ async fn follow_once(
         };
         let chunk = match chunk {
             None => return Ok(Ended::Dropped("server closed the stream".into())),
-            Some(Err(e)) => return Err(TailError::Retry(format!("read: {e}"))),
+            Some(Err(e)) => {
+                return Err(TailError::Retry(format!(
+                    "reading the stream: {}",
+                    crate::errors::chain_text(&e)
+                )));
+            }
             Some(Ok(c)) => c,
         };
         for frame in decoder.push(&chunk) {

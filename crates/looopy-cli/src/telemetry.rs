@@ -5,6 +5,7 @@
 //! Neither is installed unless asked for: without them the spans' callsites are disabled
 //! (the log filter defaults to `warn`, spans are `INFO`) and cost a branch each.
 
+use std::io::IsTerminal as _;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -28,6 +29,12 @@ pub struct Options {
     pub otlp_endpoint: Option<String>,
     /// Record the spans of this process for [`Telemetry::waterfall`].
     pub waterfall: bool,
+    /// A command whose stderr a person reads beside the answer (`run`, `chat`, `resume`):
+    /// log lines only when asked for (`-v`, `RUST_LOG`); a provider's retries are one dim
+    /// status line each instead (see [`crate::status`]).
+    pub interactive: bool,
+    /// `-v`: log lines (warnings) on stderr even for an interactive command.
+    pub verbose: bool,
 }
 
 /// The installed telemetry; [`Telemetry::shutdown`] sends what is still buffered.
@@ -48,11 +55,18 @@ fn runtime_spans(meta: &Metadata<'_>) -> bool {
 /// export (the exporter sends its requests on it).
 pub fn init(options: Options) -> anyhow::Result<Telemetry> {
     // Diagnostics go to stderr so stdout stays a clean event stream; RUST_LOG controls them.
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let log = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
-        .with_filter(filter);
+    // An interactive command logs only when asked (`-v`, RUST_LOG), and colour codes are
+    // written only to a terminal, never into a file or a pipe.
+    let from_env = tracing_subscriber::EnvFilter::try_from_default_env().ok();
+    let logs_on = !options.interactive || options.verbose || from_env.is_some();
+    let filter = from_env.unwrap_or_else(|| tracing_subscriber::EnvFilter::new("warn"));
+    let log = logs_on.then(|| {
+        tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::stderr().is_terminal())
+            .with_filter(filter)
+    });
+    let status = (!logs_on).then(crate::status::RetryStatus::layer);
     let provider = options
         .otlp_endpoint
         .as_deref()
@@ -74,6 +88,7 @@ pub fn init(options: Options) -> anyhow::Result<Telemetry> {
         .map(|w| w.layer().with_filter(FilterFn::new(runtime_spans)));
     tracing_subscriber::registry()
         .with(log)
+        .with(status)
         .with(otel)
         .with(recorder)
         .try_init()

@@ -178,9 +178,11 @@ fn tail_renders_the_delegation_tree_and_ends_with_the_parents_turn() {
     );
     assert!(top.contains(&"↳ researcher: tea facts"), "{stdout}");
     assert!(top.contains(&"↳ writer: a haiku"), "{stdout}");
+    // The sub-agent's answer shows once, in its own block: its call's `✓` line does not
+    // repeat it.
+    assert!(top.contains(&"✓ researcher"), "{stdout}");
     assert!(
-        top.iter()
-            .any(|l| l.starts_with("✓ researcher → Tea notes:")),
+        !top.iter().any(|l| l.starts_with("✓ researcher →")),
         "{stdout}"
     );
     assert_eq!(top.last(), Some(&"The team is done."), "{stdout}");
@@ -192,9 +194,8 @@ fn tail_renders_the_delegation_tree_and_ends_with_the_parents_turn() {
             "💭 The analyst can count.",
             "⚙ analyst {\"message\":\"6*7\"}",
             "↳ analyst: 6*7",
-            // A multi-line result keeps the prefix on each line.
-            "✓ analyst → It is 42.",
-            "Certain.",
+            // The analyst's answer was its own lines; the call's `✓` does not repeat it.
+            "✓ analyst",
             "Tea notes:",
             "It is 42.",
             "Certain.",
@@ -288,9 +289,7 @@ fn the_default_scripts_research_path_renders_as_a_tree() {
     );
     // After it, the parent reports.
     assert!(
-        lines[closed + 1..]
-            .iter()
-            .any(|l| l.starts_with("✓ researcher → ")),
+        lines[closed + 1..].iter().any(|l| *l == "✓ researcher"),
         "{stdout}"
     );
 }

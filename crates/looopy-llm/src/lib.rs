@@ -22,8 +22,13 @@ pub mod scripted;
 mod types;
 
 pub use error::LlmError;
+
+/// The tracing target of the event logged before each retry of a model call (fields
+/// `provider`, `retry`, `delay`, `error`): a front end can show retries as status lines
+/// without turning on the log (the `looopy` CLI does).
+pub const RETRY_TARGET: &str = "looopy_llm::retry";
 pub use error_source::ErrorSource;
-pub use http::{HttpSettings, ThoughtTags};
+pub use http::{HttpSettings, ThoughtTags, display_base_url};
 pub use redact::Redactor;
 pub use types::{
     ChatRequest, FinishReason, LlmEvent, LlmStream, Provider, ThoughtInfo, TokenUsage,

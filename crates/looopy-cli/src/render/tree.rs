@@ -41,6 +41,10 @@ pub(crate) struct Tree {
     collapsed: bool,
     names: HashMap<String, String>,
     summaries: HashMap<String, Summary>,
+    /// The parent's tool call that delegated, by call id: the child task it started.
+    delegations: HashMap<String, String>,
+    /// Child tasks whose own text was shown (expanded, their content streamed).
+    spoke: std::collections::HashSet<String>,
 }
 
 impl Tree {
@@ -77,6 +81,12 @@ impl Tree {
                 if let Some(name) = &s.agent_id {
                     self.names.insert(s.subtask_id.clone(), name.clone());
                 }
+                if let Some(call) = &s.tool_call_id {
+                    self.delegations.insert(call.clone(), s.subtask_id.clone());
+                }
+            }
+            EventPayload::ContentDelta(d) if !self.collapsed && !d.delta.trim().is_empty() => {
+                self.spoke.insert(event.task_id.clone());
             }
             EventPayload::TaskCreated(t) if Self::depth(event) > 0 => {
                 if let Some(name) = t.metadata.get("agentId").and_then(|v| v.as_str()) {
@@ -116,6 +126,15 @@ impl Tree {
             1 => Some(event.task_id.as_str()),
             _ => event.path.get(1).map(String::as_str),
         }
+    }
+
+    /// Whether the answer of the sub-agent that tool call `call_id` delegated to was
+    /// already on screen (its streamed text, expanded): then the call's `✓` line leaves it
+    /// out instead of printing it a second time.
+    pub(crate) fn answer_shown(&self, call_id: &str) -> bool {
+        self.delegations
+            .get(call_id)
+            .is_some_and(|child| self.spoke.contains(child))
     }
 
     /// Whether `event` is shown at all.

@@ -121,6 +121,8 @@ fn a_two_level_tree_is_indented_under_each_subtask_line() {
         .text(&root, "Done: X.")
         .finish(&root, "Done: X.");
     let out = s.render(Renderer::new(PLAIN));
+    // Each sub-agent's answer shows once, in its own lines: the `✓` line of the call that
+    // delegated to it does not repeat it.
     assert_eq!(
         out,
         "Let me ask.\n\
@@ -134,10 +136,10 @@ fn a_two_level_tree_is_indented_under_each_subtask_line() {
          \x20   analyst │ X holds.\n\
          \x20   analyst │ Sure.\n\
          \x20   └ analyst completed\n\
-         \x20 researcher │ ✓ analyst → X holds. Sure.\n\
+         \x20 researcher │ ✓ analyst\n\
          \x20 researcher │ X is true.\n\
          \x20 └ researcher completed\n\
-         ✓ researcher → X is true.\n\
+         ✓ researcher\n\
          Done: X.\n"
     );
 }
@@ -172,8 +174,8 @@ fn parallel_children_never_share_a_line() {
          \x20 beta │ beta says\n\
          \x20 beta │ hello\n\
          \x20 └ beta completed\n\
-         ✓ beta → beta says hello\n\
-         ✓ alpha → alpha says hi!\n"
+         ✓ beta\n\
+         ✓ alpha\n"
     );
     // Every line of a child's output names it: one grep pulls it out.
     let alpha: Vec<&str> = out.lines().filter(|l| l.contains("alpha │")).collect();

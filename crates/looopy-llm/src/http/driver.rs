@@ -2,6 +2,7 @@
 //! consumer has seen nothing, bounded by an idle timeout, and aborted by dropping it.
 
 use std::collections::VecDeque;
+use std::fmt::Write as _;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
@@ -203,7 +204,7 @@ impl<D: WireDecoder, F: FnMut() -> D + Send> Call<D, F> {
         };
         if let Some(delay) = retry {
             self.retries += 1;
-            tracing::warn!(provider = self.spec.core.name, retry = self.retries, ?delay, %error, "stream failed before any output; retrying");
+            tracing::warn!(target: crate::RETRY_TARGET, provider = self.spec.core.name, retry = self.retries, delay = %seconds(delay), %error, "stream failed before any output; retrying");
             self.queue.clear();
             self.phase = Phase::Idle;
             tokio::time::sleep(delay).await;
@@ -224,10 +225,40 @@ impl<D: WireDecoder, F: FnMut() -> D + Send> Call<D, F> {
                 return Err(error);
             };
             self.retries += 1;
-            tracing::warn!(provider = self.spec.core.name, retry = self.retries, ?delay, %error, "request failed; retrying");
+            tracing::warn!(target: crate::RETRY_TARGET, provider = self.spec.core.name, retry = self.retries, delay = %seconds(delay), %error, "request failed; retrying");
             tokio::time::sleep(delay).await;
         }
     }
+}
+
+/// What a 404 adds to its message: the URL called, and — when its path has no `/v1` (an
+/// OpenAI-compatible base URL given without it, the usual mistake) — the base URL to use.
+fn not_found_hint(url: &reqwest::Url, shown: &str) -> String {
+    let mut hint = format!(" (POST {shown})");
+    let path = url.path();
+    if !path.split('/').any(|segment| segment == "v1") {
+        let mut base = url.clone();
+        let trimmed = path.trim_end_matches('/');
+        // The endpoint's own path (`/chat/completions`, `/messages`) is what the provider
+        // appended to the base URL.
+        let base_path = ["/chat/completions", "/messages"]
+            .iter()
+            .find_map(|suffix| trimmed.strip_suffix(suffix))
+            .unwrap_or(trimmed);
+        base.set_path(&format!("{}/v1", base_path.trim_end_matches('/')));
+        base.set_query(None);
+        let _ = write!(
+            hint,
+            "; the base URL has no /v1: OpenAI-compatible servers usually serve under /v1, try --base-url {}",
+            crate::redact::Redactor::new().redact(base.as_str())
+        );
+    }
+    hint
+}
+
+/// A retry's wait as people write it (`1.5s`).
+fn seconds(delay: Duration) -> String {
+    format!("{:.1}s", delay.as_secs_f64())
 }
 
 /// One attempt: a response ready to stream, or why not.
@@ -264,6 +295,9 @@ async fn send_once(spec: &CallSpec) -> Result<Response, LlmError> {
         let mut message = http_error_message(&body);
         if message.is_empty() {
             message = status.canonical_reason().unwrap_or("error").to_string();
+        }
+        if status == reqwest::StatusCode::NOT_FOUND {
+            message.push_str(&not_found_hint(&core.url, &shown));
         }
         return Err(LlmError::Http {
             status: status.as_u16(),

@@ -32,7 +32,7 @@ pub(crate) struct Endpoint {
 }
 
 /// `base` for display: its userinfo replaced by `***` (also when it does not parse).
-pub(crate) fn display_base_url(base: &str) -> String {
+pub fn display_base_url(base: &str) -> String {
     match reqwest::Url::parse(base.trim()) {
         Ok(mut url)
             if url.has_authority() && (!url.username().is_empty() || url.password().is_some()) =>

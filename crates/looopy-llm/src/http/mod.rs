@@ -16,7 +16,8 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 pub(crate) use core::{HttpCore, ProviderInfo};
 pub(crate) use driver::{Progress, WireDecoder};
-pub(crate) use endpoint::{BasicAuth, Endpoint, display_base_url, join_url};
+pub use endpoint::display_base_url;
+pub(crate) use endpoint::{BasicAuth, Endpoint, join_url};
 pub(crate) use error_body::{error_member, stream_error};
 pub(crate) use retry::RetryPolicy;
 
