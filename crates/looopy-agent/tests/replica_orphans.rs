@@ -147,3 +147,83 @@ async fn with_resume_the_dead_replicas_turn_finishes_and_the_message_waits_behin
     );
     assert_well_formed(&run.log);
 }
+
+/// Soak anomaly L: replica B takes over a dead replica's context (here because a message
+/// arrived first; the takeover holds the context while it reads the log, made long here); a
+/// second message reaching B meanwhile is queued behind the takeover. That turn is new, not
+/// an orphan of the dead replica: it runs once the takeover lets go, with exactly one
+/// `task-created`, and only the orphan is failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_queued_behind_a_takeover_is_not_taken_for_an_orphan() {
+    let Some(schema) = TestSchema::create("orphan_queued").await else {
+        return;
+    };
+    let orphan = orphan_on_dead_replica(&schema).await;
+    // 200,000 more events of the dead turn (copies of one of its deltas), so that reading
+    // the log takes the takeover a while.
+    schema
+        .execute(&format!(
+            "INSERT INTO event_log (context_id, seq, data)
+               SELECT h.context_id, h.last_seq + g,
+                      jsonb_set(e.data::jsonb, '{{seq}}', to_jsonb(h.last_seq + g))::text
+               FROM event_heads h,
+                    (SELECT data FROM event_log WHERE context_id = '{CONTEXT}'
+                       AND data LIKE '%content-delta%' LIMIT 1) e,
+                    generate_series(1, 200000) g
+               WHERE h.context_id = '{CONTEXT}';
+             UPDATE event_heads SET last_seq = last_seq + 200000 WHERE context_id = '{CONTEXT}';"
+        ))
+        .await;
+    tokio::time::sleep(TTL * 2).await;
+    let store = replica(&schema, "replica-b").await;
+    let agent = agent_with(
+        store.clone(),
+        scripted(vec![
+            Response::new().text("fresh"),
+            Response::new().text("fresh"),
+        ]),
+        config(false),
+    );
+    let first = tokio::spawn({
+        let agent = agent.clone();
+        async move { agent.start_turn(CONTEXT, "again", None).await }
+    });
+    let held = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            if agent.context_queue(CONTEXT).running.as_deref() == Some("(takeover)") {
+                return true;
+            }
+            if first.is_finished() {
+                return false;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .unwrap_or(false);
+    assert!(held, "the takeover was seen holding the context");
+    let second = agent.start_turn(CONTEXT, "and again", None).await.unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(60), first)
+        .await
+        .expect("the first message is answered")
+        .unwrap()
+        .unwrap();
+    let tasks = [first.task_id.clone(), second.task_id.clone()];
+    for handle in [first, second] {
+        let state = tokio::time::timeout(Duration::from_secs(60), handle.wait())
+            .await
+            .expect("the new turns end")
+            .unwrap();
+        assert_eq!(state, TaskState::Completed);
+    }
+    let record = store.get_task(&orphan).await.unwrap().unwrap();
+    assert_eq!(record.state, TaskState::Failed);
+    for task in &tasks {
+        let log = common::task_events(&store, CONTEXT, task).await;
+        let created = log.iter().filter(|e| e.kind() == "task-created").count();
+        assert_eq!(created, 1, "one task-created for {task}");
+        assert_eq!(log.last().map(|e| e.kind()), Some("task-complete"));
+        let record = store.get_task(task).await.unwrap().unwrap();
+        assert_eq!(record.state, TaskState::Completed);
+    }
+}

@@ -103,6 +103,22 @@ impl TestSchema {
         with_option(&self.url, "-csynchronous_commit%3Doff")
     }
 
+    /// Runs `sql` (statements separated by `;`) with the schema as the `search_path`: for
+    /// tests that inject a database-side fault (a trigger that refuses some writes).
+    ///
+    /// # Panics
+    /// When the database cannot be reached or refuses `sql`: the test is wrong then.
+    pub async fn execute(&self, sql: &str) {
+        let (client, connection) = tokio_postgres::connect(&self.url, tokio_postgres::NoTls)
+            .await
+            .expect("connect to the test database");
+        tokio::spawn(connection);
+        client
+            .batch_execute(&format!("SET search_path TO {}; {sql}", self.name))
+            .await
+            .expect("run the test's SQL");
+    }
+
     /// The schema's name, for `StoreOptions::pg_schema`.
     pub fn name(&self) -> &str {
         &self.name

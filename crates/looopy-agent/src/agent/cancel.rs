@@ -67,13 +67,32 @@ impl Agent {
         let mut turn = self
             .paused_turn(record, pending.as_ref(), CancellationToken::new())
             .await?;
-        let end = match pending {
-            // Its paused children (if any) are cancelled first.
-            Some(pending) => turn.cancel_waiting(pending).await?,
-            // Not running anywhere (left behind by a dead process): just end it.
-            None => TurnEnd::Canceled,
+        let ended = async {
+            let end = match pending {
+                // Its paused children (if any) are cancelled first.
+                Some(pending) => turn.cancel_waiting(pending).await?,
+                // Not running anywhere (left behind by a dead process): just end it.
+                None => TurnEnd::Canceled,
+            };
+            turn.finish(end).await
         };
-        turn.finish(end).await?;
+        if let Err(error) = ended.await {
+            // A write of the cancel failed. Whether it reached the log is unknown (a commit
+            // whose acknowledgement was lost may have happened), so the caller is told so
+            // and which task to read — never "refused". The cancel is held and written by
+            // the background probe once the store takes writes again, under the context's
+            // lease and only if the log has no ending for the task yet: a cancel that did
+            // reach the log is never written twice.
+            let task_id = turn.record.task_id.clone();
+            let reason = error.to_string();
+            tracing::warn!(%task_id, %reason, "a cancel could not be logged; holding it");
+            self.shared
+                .store
+                .event_log()
+                .report_failure(&turn.record.context_id, &reason);
+            self.hold_cancel(turn.record.clone());
+            return Err(AgentError::OutcomeUnknown { task_id, reason });
+        }
         // A child cancelled alone: its parent's call gets an error result and goes on.
         self.continue_parents(&mut turn).await;
         drop(claim);

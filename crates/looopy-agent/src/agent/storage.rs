@@ -25,7 +25,7 @@ use looopy_store::{StoreError, TaskRecord};
 use tokio_util::sync::CancellationToken;
 
 use super::Agent;
-use super::endings::{Endings, events_of_record};
+use super::endings::{Endings, events_of_record, record_as_logged};
 use crate::AgentError;
 use crate::emit::{Emitter, storage_unavailable};
 use crate::turn::{Turn, TurnEnd};
@@ -132,6 +132,22 @@ impl Agent {
         self.probe_until_recorded();
     }
 
+    /// Holds the cancel of `record`'s paused task, which could not be written: the probe
+    /// writes it (`canceled`) like a held failure — unless the log already ended the task.
+    /// Unlike a failure, it is written even though the stored record still says paused:
+    /// that is the state the cancel ends.
+    pub(super) fn hold_cancel(&self, mut record: TaskRecord) {
+        record.state = TaskState::Canceled;
+        record.result = None;
+        record.pending = None;
+        record.error = None;
+        record.updated_at = chrono::Utc::now();
+        self.unrecorded
+            .lock()
+            .insert(record.task_id.clone(), record);
+        self.probe_until_recorded();
+    }
+
     /// Starts the background probe unless one runs: it probes the store, with growing
     /// waits, and writes the held failures once a probe succeeds; it ends when none is
     /// held any more.
@@ -231,9 +247,26 @@ impl Agent {
             let paused = stored
                 .as_ref()
                 .is_some_and(|s| !s.state.is_terminal() && !super::recovery::is_orphaned(s.state));
-            if endings.ended(&record.task_id).is_some() || paused {
-                // Ended (by the replica that took the context over, or by this run before
-                // its record write failed), or continued elsewhere and now waiting.
+            let held_cancel = record.state == TaskState::Canceled;
+            if let Some(end) = endings.ended(&record.task_id) {
+                // Ended (by the replica that took the context over, or by this process
+                // before its record write failed): the record follows the log.
+                if let Some(stored) = stored.as_ref().filter(|s| s.state != end.state) {
+                    if let Err(error) = self
+                        .shared
+                        .store
+                        .put_task(&record_as_logged(stored.clone(), end))
+                        .await
+                    {
+                        tracing::warn!(%error, task_id = %record.task_id, "still cannot store the task's logged ending");
+                        continue;
+                    }
+                }
+                self.drop_held(&record, stored.as_ref().unwrap_or(&record));
+                continue;
+            }
+            if paused && !held_cancel {
+                // Continued elsewhere and now waiting.
                 self.drop_held(&record, stored.as_ref().unwrap_or(&record));
                 continue;
             }
@@ -247,7 +280,9 @@ impl Agent {
                 // reached the log stays out of it.
                 if endings.created(&record.task_id) {
                     let mut failed = record.clone();
-                    failed.error = Some(error);
+                    if !held_cancel {
+                        failed.error = Some(error);
+                    }
                     self.log_events(&failed, events_of_record(&failed, &endings))
                         .await?;
                 }

@@ -90,9 +90,18 @@ impl Agent {
         // task ended (see `endings`): the dead holder may have written one of a task's
         // record and ending without the other.
         let endings = Endings::read(store, context_id).await?;
+        let records = store.list_tasks(Some(context_id)).await?;
+        // Turns queued here behind this takeover's claim are new, not orphans: their
+        // records may be stored before their `task-created` is logged (so `endings` may
+        // not show it yet), and they start once the takeover lets go. Their queue entries
+        // exist before their records do, so reading the queue after the records misses none.
+        let (_, queued_here) = self.runs.queue_of(context_id);
         let mut orphans = Vec::new();
         let mut continued = None;
-        for record in store.list_tasks(Some(context_id)).await? {
+        for record in records {
+            if queued_here.iter().any(|q| q.task_id == record.task_id) {
+                continue;
+            }
             if let Some(end) = endings.ended(&record.task_id) {
                 if record.state != end.state {
                     // The ending reached the log, its record did not: the record follows.
