@@ -15,6 +15,7 @@ mod errors;
 mod file_config;
 mod mcp_cmd;
 mod parse_cmd;
+mod remote;
 mod render;
 mod run_cmd;
 mod serve_cmd;
@@ -112,9 +113,10 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async move {
         match cli.command {
             Command::Parse(_) => Ok(ExitCode::SUCCESS),
-            Command::Run(args) => run_cmd::run(args).await,
-            Command::Resume(args) => run_cmd::resume(args).await,
-            Command::Chat(args) => chat_cmd::run(args).await,
+            // Through the server holding the database, if one does (remote/mod.rs).
+            Command::Run(args) => remote::run(args).await,
+            Command::Resume(args) => remote::resume(args).await,
+            Command::Chat(args) => remote::chat(args).await,
             Command::Serve(args) => serve_cmd::run(*args).await,
             Command::Tail(args) => tail_cmd::run(args).await,
             Command::Artifacts(args) => artifacts_cmd::run(args).await,

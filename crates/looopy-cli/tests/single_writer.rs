@@ -1,8 +1,9 @@
 //! One writer per database, with real processes: a second `looopy serve` on the same file
 //! exits 2 naming the first (and the first's running task is not failed by the second's
-//! start-up recovery), `looopy run` on a context a server is working on is refused without
-//! losing events, `looopy resume` while a server holds the file says to answer through the
-//! server, and the lock of a SIGKILLed server never blocks the next one.
+//! start-up recovery), `looopy run` on a context a server is working on goes through the
+//! server (tests/many_terminals.rs) without losing events, `looopy resume` while a server
+//! holds the file answers through the server, and the lock of a SIGKILLed server never
+//! blocks the next one.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -163,7 +164,7 @@ async fn a_second_server_on_the_same_database_exits_2_and_the_first_task_complet
 }
 
 #[tokio::test]
-async fn looopy_run_during_a_server_turn_is_refused_and_no_event_is_lost() {
+async fn looopy_run_during_a_server_turn_goes_through_it_and_no_event_is_lost() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("looopy.db");
     let script = slow_script(dir.path());
@@ -178,31 +179,49 @@ async fn looopy_run_during_a_server_turn_is_refused_and_no_event_is_lost() {
     })
     .await;
 
+    // Before, the second process was refused (exit 2); now it is a client of the server,
+    // whose turn is queued behind the running one.
     let out = looopy(&db, &["run", "--context", "ctx-x", "hello"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("is in use by `looopy serve`")
-            && stderr.contains(&format!("pid {}", server.pid())),
+        stderr.contains(&format!(
+            "is in use by `looopy serve` (pid {})",
+            server.pid()
+        )) && stderr.contains(&format!("talking to it at {}", server.base)),
         "{stderr}"
     );
+    let second = stderr
+        .lines()
+        .find_map(|l| l.split(" · task ").nth(1))
+        .unwrap_or_else(|| panic!("no task line: {stderr}"))
+        .trim()
+        .to_string();
 
     let events = read_until(&server.base, "ctx-x", |seen| {
-        !task_completes(seen, &task).is_empty()
+        !task_completes(seen, &task).is_empty() && !task_completes(seen, &second).is_empty()
     })
     .await;
     let seqs: Vec<u64> = events.iter().map(|e| e.id.parse().unwrap()).collect();
     assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "gapless");
     assert!(
-        events.iter().map(data).all(|e| e["taskId"] == task),
-        "only the server's task wrote to the context"
+        events
+            .iter()
+            .map(data)
+            .all(|e| e["taskId"] == task || e["taskId"] == second),
+        "only the server's two tasks wrote to the context"
     );
     assert_eq!(task_completes(&events, &task)[0]["status"], "completed");
+    // The command's exit status is its task's ending, as for a local run.
+    let expected = match task_completes(&events, &second)[0]["status"].as_str() {
+        Some("completed") => 0,
+        _ => 1,
+    };
+    assert_eq!(out.status.code(), Some(expected), "{stderr}");
     assert!(!server.log().contains("event rejected"), "{}", server.log());
 }
 
 #[tokio::test]
-async fn looopy_resume_while_a_server_holds_the_database_says_to_answer_through_it() {
+async fn looopy_resume_while_a_server_holds_the_database_answers_through_it() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("looopy.db");
     let script = dir.path().join("ask.yaml");
@@ -234,21 +253,19 @@ async fn looopy_resume_while_a_server_holds_the_database_says_to_answer_through_
         .unwrap();
     assert_eq!(state["state"], "waiting-input");
 
+    // Through the server (tests/many_terminals.rs): the answer resumes the task there.
     let out = looopy(&db, &["resume", &task, "Ada"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    let expected = format!("POST {}/v1/tasks/{task}/input", server.base);
-    assert!(stderr.contains(&expected), "{stderr}");
-    assert!(stderr.contains(&input_id), "the pending input id: {stderr}");
-
-    // The task is untouched and can be answered the way the message says.
-    let r = reqwest::Client::new()
-        .post(format!("{}/v1/tasks/{task}/input", server.base))
-        .json(&json!({"inputId": input_id, "value": "Ada"}))
-        .send()
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Hello"));
+    let state: Value = reqwest::get(format!("{}/v1/tasks/{task}", server.base))
+        .await
+        .unwrap()
+        .json()
         .await
         .unwrap();
-    assert_eq!(r.status(), 202);
+    assert_eq!(state["state"], "completed");
+    assert_eq!(state["pending"], Value::Null, "{input_id} was answered");
 }
 
 #[tokio::test]
