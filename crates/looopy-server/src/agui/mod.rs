@@ -4,16 +4,18 @@
 //!
 //! | route | |
 //! |---|---|
-//! | `POST /v1/agui` | a `RunAgentInput` (module `input`): starts a turn with the new user message, or answers an interrupt (`resume`); answers the run as `text/event-stream` |
-//! | `GET /v1/agui/{threadId}/runs/{runId}` | the run again from the log: from its start, or after `Last-Event-ID` / `?after=` with a join prelude ([`prelude`]) |
+//! | `POST /v1/agui` | a `RunAgentInput` (module `input`): starts a turn with the new user message, or answers an interrupt (`resume`); answers the run as `text/event-stream`, or in AG-UI's protobuf framing ([`proto`]) when `Accept` prefers `application/vnd.ag-ui.event+proto` |
+//! | `GET /v1/agui/{threadId}/runs/{runId}` | the run again from the log, in either framing: from its start, or after `Last-Event-ID` / `?after=` with a join prelude ([`prelude`]) |
 //! | `POST /v1/agui/{threadId}/runs/{runId}/cancel` | stops the run's task (202); a disconnect does not |
 //!
 //! - `threadId` is the Looopy context: created for the caller on first use, owned like
 //!   every context (another principal's thread is a 404, as in the rest of the API).
 //! - `runId` is the client's; `RUN_STARTED` echoes it and names the Looopy task in
 //!   `metadata.looopy.taskId`. How a run id is found again is in the `runs` module.
-//! - Every frame is `id: …` + `data: {event}`; ids are log seqs (`N`), or `N.k` for the
-//!   k-th of several AG-UI events mapped from log event `N` ([`prelude::Cursor`]).
+//! - Every SSE frame is `id: …` + `data: {event}`; ids are log seqs (`N`), or `N.k` for
+//!   the k-th of several AG-UI events mapped from log event `N` ([`prelude::Cursor`]). A
+//!   protobuf frame carries the same id in the envelope's field 1000 ([`proto`]).
+//! - `Accept` chooses the framing (module `framing`); one that takes neither is a 406.
 //! - A question to the user (`input-required`) or a sign-in (`auth-required`) ends the
 //!   run with `RUN_FINISHED` outcome `interrupt`; the next run's `resume` entry answers it
 //!   (`resolved` + `payload`) or declines it (`cancelled`: the paused task is cancelled).
@@ -26,15 +28,16 @@
 //!   `TOOL_CALL_*` events and `RUN_FINISHED` `{type: "success", pendingToolCallIds}`; the
 //!   next run's trailing `tool` message carries the result and the turn goes on.
 //!
-//! Not (yet) supported: `context`, `state` and `forwardedProps` (accepted, not used), and
-//! the protobuf framing (`Accept: application/vnd.ag-ui.event+proto` alone gets 406).
+//! Not (yet) supported: `context`, `state` and `forwardedProps` (accepted, not used).
 //! The event-by-event table is in `docs/front-doors.md`.
 
 mod activity;
+mod framing;
 pub(crate) mod input;
 mod interrupts;
 pub mod mapping;
 pub mod prelude;
+pub mod proto;
 mod routes;
 pub(crate) mod runs;
 mod stream;

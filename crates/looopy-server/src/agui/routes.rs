@@ -2,7 +2,7 @@
 
 use axum::Json;
 use axum::extract::{Extension, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use looopy_agent::{PendingAuthView, PendingInputView};
 use looopy_protocol::ids::{ContextId, is_valid_id};
@@ -11,6 +11,7 @@ use looopy_store::TaskRecord;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::framing::{Framing, negotiate, not_acceptable};
 use super::input::{ResumeEntry, ResumeStatus, RunAgentInput, ToolResult};
 use super::mapping::{RunIds, RunMapper};
 use super::prelude::Cursor;
@@ -23,24 +24,8 @@ use crate::limits::StreamPermit;
 use crate::state::StreamRequest;
 use crate::{ApiError, AppState, ConnHandle};
 
-/// The protobuf framing AG-UI clients may ask for; not served (yet): 406.
-const PROTO: &str = "application/vnd.ag-ui.event+proto";
-
-fn wants_only_proto(headers: &HeaderMap) -> bool {
-    let accept: Vec<&str> = headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|m| m.split(';').next().map(str::trim))
-        .collect();
-    accept.iter().any(|m| m.eq_ignore_ascii_case(PROTO))
-        && !accept
-            .iter()
-            .any(|m| m.eq_ignore_ascii_case("text/event-stream") || *m == "*/*")
-}
-
-/// `POST /v1/agui`: a `RunAgentInput` in, the run's AG-UI events out (SSE).
+/// `POST /v1/agui`: a `RunAgentInput` in, the run's AG-UI events out (SSE, or the
+/// protobuf framing when `Accept` prefers it).
 pub(crate) async fn post_run(
     State(state): State<AppState>,
     Extension(runs): Extension<Runs>,
@@ -49,13 +34,7 @@ pub(crate) async fn post_run(
     headers: HeaderMap,
     ApiJson(input): ApiJson<RunAgentInput>,
 ) -> Result<Response, ApiError> {
-    if wants_only_proto(&headers) {
-        return Err(ApiError::new(
-            StatusCode::NOT_ACCEPTABLE,
-            "not_acceptable",
-            "this server answers AG-UI runs as text/event-stream only",
-        ));
-    }
+    let framing = negotiate(&headers).ok_or_else(not_acceptable)?;
     let thread =
         ContextId::parse(input.thread_id.as_str()).map_err(|_| ApiError::invalid_id("threadId"))?;
     if !is_valid_id(&input.run_id) {
@@ -126,10 +105,10 @@ pub(crate) async fn post_run(
         run_id: input.run_id,
         task_id: run.task_id.clone(),
     };
-    run_response(&state, permit, conn, ids, &run, None).await
+    run_response(&state, permit, conn, ids, &run, None, framing).await
 }
 
-/// The SSE response of run `ids` from its start, resumed at `cursor` when given.
+/// The response of run `ids` from its start, resumed at `cursor` when given.
 async fn run_response(
     state: &AppState,
     permit: StreamPermit,
@@ -137,6 +116,7 @@ async fn run_response(
     ids: RunIds,
     run: &RunRef,
     cursor: Option<Cursor>,
+    framing: Framing,
 ) -> Result<Response, ApiError> {
     let mut mapper = RunMapper::new(ids.clone());
     // A run that continues a paused task may continue its sub-agents: they are announced
@@ -171,7 +151,11 @@ async fn run_response(
             close: CloseRule::TaskSettled(run.task_id.clone()),
         },
     );
-    Ok(streams.response(RunFrames::new(events, mapper, cursor)))
+    let frames = RunFrames::new(events, mapper, cursor, framing);
+    Ok(match framing {
+        Framing::Sse => streams.response(frames),
+        Framing::Proto => super::framing::proto_response(frames),
+    })
 }
 
 /// The paused task a resume entry answers, and how.
@@ -381,7 +365,8 @@ pub(crate) struct ReconnectQuery {
 }
 
 /// `GET /v1/agui/{threadId}/runs/{runId}?after=N`: the run again, from its start or —
-/// with `Last-Event-ID` (wins) or `after` — from a frame id, with the join prelude.
+/// with `Last-Event-ID` (wins) or `after` — from a frame id, with the join prelude; in
+/// either framing, as `POST /v1/agui`.
 pub(crate) async fn get_run(
     State(state): State<AppState>,
     Extension(runs): Extension<Runs>,
@@ -391,6 +376,7 @@ pub(crate) async fn get_run(
     ApiQuery(query): ApiQuery<ReconnectQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
+    let framing = negotiate(&headers).ok_or_else(not_acceptable)?;
     let thread = ContextId::parse(thread).map_err(|_| ApiError::invalid_id("threadId"))?;
     if !is_valid_id(&run_id) {
         return Err(ApiError::invalid_id("runId"));
@@ -428,7 +414,7 @@ pub(crate) async fn get_run(
         run_id,
         task_id: run.task_id.clone(),
     };
-    run_response(&state, permit, conn, ids, &run, cursor).await
+    run_response(&state, permit, conn, ids, &run, cursor, framing).await
 }
 
 fn invalid_cursor() -> ApiError {

@@ -1,5 +1,6 @@
-//! [`RunFrames`]: the SSE frames of one AG-UI run — the run's log events (replayed, then
-//! live) through the [`RunMapper`], each AG-UI event a `data:` frame with an `id:`. A
+//! [`RunFrames`]: the frames of one AG-UI run — the run's log events (replayed, then
+//! live) through the [`RunMapper`], each AG-UI event a frame with its id ([`Framing`]: an
+//! SSE `data:` frame with an `id:`, or a length-prefixed protobuf envelope). A
 //! stream resumed at a [`Cursor`] maps the run from its start without sending, so the
 //! mapper's state is exactly the first stream's, then sends the join prelude
 //! ([`OpenSet::prelude`]) and continues after the cursor.
@@ -11,10 +12,10 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use futures::Stream;
 
+use super::framing::Framing;
 use super::mapping::{AguiEvent, RunMapper};
 use super::prelude::{Cursor, OpenSet};
 use crate::events::{EndReason, EventStream};
-use crate::sse::{encode_comment, encode_frame};
 
 /// The frames of one run; ends after `RUN_FINISHED` / `RUN_ERROR`.
 pub(crate) struct RunFrames {
@@ -25,20 +26,16 @@ pub(crate) struct RunFrames {
     resume: Option<Cursor>,
     ready: VecDeque<Bytes>,
     done: bool,
-}
-
-fn frame(id: &str, event: &AguiEvent) -> Bytes {
-    match serde_json::to_string(event) {
-        Ok(json) => encode_frame(Some(id), None, &json),
-        Err(error) => {
-            tracing::error!(%error, "an AG-UI event could not be serialized");
-            encode_comment("an event could not be serialized")
-        }
-    }
+    framing: Framing,
 }
 
 impl RunFrames {
-    pub(crate) fn new(events: EventStream, mapper: RunMapper, resume: Option<Cursor>) -> Self {
+    pub(crate) fn new(
+        events: EventStream,
+        mapper: RunMapper,
+        resume: Option<Cursor>,
+        framing: Framing,
+    ) -> Self {
         Self {
             events,
             mapper,
@@ -46,6 +43,13 @@ impl RunFrames {
             resume,
             ready: VecDeque::new(),
             done: false,
+            framing,
+        }
+    }
+
+    fn push(&mut self, id: &str, event: &AguiEvent) {
+        if let Some(frame) = self.framing.frame(id, event) {
+            self.ready.push_back(frame);
         }
     }
 
@@ -53,8 +57,7 @@ impl RunFrames {
     fn send(&mut self, seq: u64, mapped: &[AguiEvent], from: usize) {
         let of = mapped.len();
         for (at, event) in mapped.iter().enumerate().skip(from) {
-            self.ready
-                .push_back(frame(&Cursor::frame_id(seq, at + 1, of), event));
+            self.push(&Cursor::frame_id(seq, at + 1, of), event);
         }
     }
 
@@ -68,7 +71,7 @@ impl RunFrames {
         }
         let id = cursor.id();
         for event in self.open.prelude() {
-            self.ready.push_back(frame(&id, &event));
+            self.push(&id, &event);
         }
     }
 
@@ -126,7 +129,11 @@ impl Stream for RunFrames {
                     this.done = true;
                     match this.events.end_reason() {
                         Some(EndReason::Settled) | None => {}
-                        Some(reason) => this.ready.push_back(encode_comment(reason.describe())),
+                        Some(reason) => {
+                            if let Some(note) = this.framing.comment(reason.describe()) {
+                                this.ready.push_back(note);
+                            }
+                        }
                     }
                 }
                 Poll::Pending => return Poll::Pending,
