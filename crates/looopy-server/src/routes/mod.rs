@@ -25,7 +25,10 @@ pub(crate) fn api_routes() -> Router<AppState> {
         .route("/healthz", get(healthz))
         .route("/readyz", get(crate::replicas::readyz))
         .route("/v1/contexts", get(contexts::list_contexts))
-        .route("/v1/contexts/{context_id}", get(contexts::get_context))
+        .route(
+            "/v1/contexts/{context_id}",
+            get(contexts::get_context).delete(contexts::delete_context),
+        )
         .route(
             "/v1/contexts/{context_id}/messages",
             post(messages::post_message).get(messages::get_messages),

@@ -8,7 +8,7 @@
 //! metadata merge below serve both backends.
 
 mod content;
-mod files;
+pub(super) mod files;
 
 pub use content::{ArtifactBody, ArtifactContent};
 

@@ -228,3 +228,54 @@ pub(super) fn touch(conn: &Connection, context_id: &str) -> Result<(), StoreErro
         .execute(params![context_id, encode_time(&Utc::now())])?;
     Ok(())
 }
+
+impl Store {
+    /// Deletes a conversation and everything stored for it: its messages, tasks, artifacts
+    /// (content files included), push configs and their leases, and its events. Returns
+    /// whether it existed. The caller makes sure nothing runs in it.
+    ///
+    /// Two rows stay, as the log's bookkeeping: the event log's key for the id (the writer
+    /// remembers it) and the context's lease (lease tokens only ever grow).
+    pub async fn delete_context(&self, context_id: &str) -> Result<bool, StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg.delete_context(context_id).await;
+        }
+        let context_id = context_id.to_string();
+        let dir = super::artifacts::files::content_dir(self.path());
+        self.pool()?
+            .run(move |conn| {
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                let artifact_ids = tx
+                    .prepare_cached("SELECT artifact_id FROM artifacts WHERE context_id = ?1")?
+                    .query_map([&context_id], |row| row.get::<_, String>(0))?
+                    .collect::<Result<Vec<_>, _>>()?;
+                for sql in [
+                    "DELETE FROM artifact_chunks WHERE artifact_id IN
+                         (SELECT artifact_id FROM artifacts WHERE context_id = ?1)",
+                    "DELETE FROM artifacts WHERE context_id = ?1",
+                    "DELETE FROM push_leases WHERE (task_id, config_id) IN
+                         (SELECT task_id, config_id FROM push_configs WHERE context_id = ?1)",
+                    "DELETE FROM push_configs WHERE context_id = ?1",
+                    "DELETE FROM messages WHERE context_id = ?1",
+                    "DELETE FROM tasks WHERE context_id = ?1",
+                    "DELETE FROM event_log WHERE context_key =
+                         (SELECT context_key FROM event_contexts WHERE context_id = ?1)",
+                ] {
+                    tx.prepare_cached(sql)?.execute([&context_id])?;
+                }
+                let existed = tx
+                    .prepare_cached("DELETE FROM contexts WHERE context_id = ?1")?
+                    .execute([&context_id])?
+                    > 0;
+                tx.commit()?;
+                // After the commit: a failed transaction keeps the content it refers to.
+                for id in artifact_ids {
+                    if let Some(file) = super::artifacts::files::content_file(&dir, &id) {
+                        super::artifacts::files::remove(&file)?;
+                    }
+                }
+                Ok(existed)
+            })
+            .await
+    }
+}

@@ -7,6 +7,7 @@
 //! that module's `conformance!` call.
 
 mod artifacts;
+mod delete;
 mod events;
 mod leases;
 mod push_leases;

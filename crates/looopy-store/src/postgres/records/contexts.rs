@@ -174,3 +174,37 @@ impl PgBackend {
         .await
     }
 }
+
+impl PgBackend {
+    /// See [`Store::delete_context`](crate::Store::delete_context). The context's
+    /// `event_heads` row stays, so a later conversation under the same id goes on from its
+    /// seq; its lease row stays too (tokens only ever grow).
+    pub(crate) async fn delete_context(&self, context_id: &str) -> Result<bool, StoreError> {
+        self.run(async |client| {
+            let tx = client.transaction().await?;
+            for sql in [
+                "DELETE FROM artifact_chunks WHERE artifact_id IN
+                     (SELECT artifact_id FROM artifacts WHERE context_id = $1)",
+                "DELETE FROM artifact_blobs WHERE artifact_id IN
+                     (SELECT artifact_id FROM artifacts WHERE context_id = $1)",
+                "DELETE FROM artifacts WHERE context_id = $1",
+                "DELETE FROM push_leases WHERE (task_id, config_id) IN
+                     (SELECT task_id, config_id FROM push_configs WHERE context_id = $1)",
+                "DELETE FROM push_configs WHERE context_id = $1",
+                "DELETE FROM messages WHERE context_id = $1",
+                "DELETE FROM tasks WHERE context_id = $1",
+                "DELETE FROM event_log WHERE context_id = $1",
+            ] {
+                let statement = tx.prepare_cached(sql).await?;
+                tx.execute(&statement, &[&context_id]).await?;
+            }
+            let statement = tx
+                .prepare_cached("DELETE FROM contexts WHERE context_id = $1")
+                .await?;
+            let existed = tx.execute(&statement, &[&context_id]).await? > 0;
+            tx.commit().await?;
+            Ok(existed)
+        })
+        .await
+    }
+}
