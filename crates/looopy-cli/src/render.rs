@@ -71,6 +71,10 @@ pub struct Renderer {
     held: VecDeque<Event>,
     /// Where the workspace tools write, to say where a written file is on disk.
     workspace: Option<WorkspaceDir>,
+    /// End each top-level task with a dim `task ID` line (and how to get its artifacts).
+    task_ids: bool,
+    /// Artifacts each top-level task wrote itself, for that line.
+    own_artifacts: HashMap<String, u32>,
 }
 
 /// Most events held back behind another task's open line; past it, the line is broken.
@@ -117,6 +121,8 @@ impl Renderer {
             line_owner: None,
             held: VecDeque::new(),
             workspace: None,
+            task_ids: false,
+            own_artifacts: HashMap::new(),
         }
     }
 
@@ -130,6 +136,9 @@ impl Renderer {
     /// [`tree`]); requests for the user's input always show.
     pub fn collapsed(mut self, collapsed: bool) -> Self {
         self.tree.set_collapsed(collapsed);
+        // `looopy chat`'s mode: there the context/task line of `run` is not printed, so
+        // each turn ends with its task id (for `looopy artifacts`, `looopy resume`).
+        self.task_ids = collapsed;
         self
     }
 
@@ -364,8 +373,28 @@ impl Renderer {
         out.flush()
     }
 
+    /// `task ID`, and with the artifacts the task wrote, how to list or save them.
+    fn task_id_line(&mut self, task: &str) -> String {
+        match self.own_artifacts.remove(task).unwrap_or(0) {
+            0 => format!("task {task}"),
+            n => format!(
+                "task {task} · {n} artifact{}: looopy artifacts {task}",
+                if n == 1 { "" } else { "s" }
+            ),
+        }
+    }
+
     /// Writes one visible event.
     fn show(&mut self, event: &Event, out: &mut impl Write) -> std::io::Result<()> {
+        let artifact = match &event.payload {
+            EventPayload::FileWrite(f) => f.complete,
+            EventPayload::DatasetWrite(d) => d.complete,
+            EventPayload::DataWrite(_) => true,
+            _ => false,
+        };
+        if artifact && event.path.is_empty() {
+            *self.own_artifacts.entry(event.task_id.clone()).or_default() += 1;
+        }
         if self.task != event.task_id {
             self.task = event.task_id.clone();
             self.prefix = self
@@ -526,7 +555,13 @@ impl Renderer {
                         self.break_line(out)?;
                         writeln!(out, "{line}")?;
                     }
-                    None => self.break_line(out)?,
+                    None => {
+                        self.break_line(out)?;
+                        if self.task_ids {
+                            let line = self.task_id_line(&event.task_id);
+                            writeln!(out, "{}{line}{}", self.paint(DIM), self.paint(RESET))?;
+                        }
+                    }
                 }
             }
             EventPayload::FileWrite(f) => self.file_write(f, out)?,

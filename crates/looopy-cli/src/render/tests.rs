@@ -54,3 +54,35 @@ fn json_output_is_one_protocol_event_per_line() {
     assert_eq!(v["kind"], "content-delta");
     assert_eq!(v["contextId"], "c");
 }
+
+#[test]
+fn chat_mode_ends_a_turn_with_its_task_id_and_how_to_get_its_artifacts() {
+    let seq = Sequencer::default();
+    let stamp = Stamp::new("c", "task-1");
+    let file: EventPayload = serde_json::from_value(serde_json::json!({
+        "kind": "file-write", "artifactId": "a1", "name": "poem.txt", "index": 0,
+        "data": "frog", "complete": true,
+    }))
+    .unwrap();
+    let done: EventPayload =
+        serde_json::from_value(serde_json::json!({"kind": "task-complete", "status": "completed"}))
+            .unwrap();
+    let mut out = Vec::new();
+    let mut chat = Renderer::new(Style::Human { color: false }).collapsed(true);
+    for p in [file.clone(), done.clone()] {
+        chat.render(&stamp.stamp(&seq, p), &mut out).unwrap();
+    }
+    let out = String::from_utf8(out).unwrap();
+    assert_eq!(
+        out.lines().last(),
+        Some("task task-1 · 1 artifact: looopy artifacts task-1"),
+        "{out}"
+    );
+    // `run` says it on stderr before the turn instead.
+    let mut run_out = Vec::new();
+    let mut run = Renderer::new(Style::Human { color: false });
+    for p in [file, done] {
+        run.render(&stamp.stamp(&seq, p), &mut run_out).unwrap();
+    }
+    assert!(!String::from_utf8(run_out).unwrap().contains("task task-1"));
+}
