@@ -1,6 +1,9 @@
-//! The chat page served at `GET /`: one self-contained HTML page (`index.html` with the
-//! Markdown renderer `markdown.js` and the artifact cards `artifacts.js` inserted into its
-//! one inline script, all embedded at compile time) with no external resources. It sends
+//! The chat page served at `GET /`: one self-contained HTML page with no external
+//! resources, assembled once from files embedded at compile time — `index.html` (the
+//! skeleton), `style.css` (its one inline style) and the script modules of [`MODULES`]
+//! (its one inline script, in order: words, code highlighting, Markdown, artifact cards,
+//! inline forms, turns, the conversation list, the app). Nothing is fetched from a CDN, so
+//! the page works offline and the CSP can name its script and style by hash. It sends
 //! with the REST API, watches the context with the browser's `EventSource` (named events
 //! per kind, resuming with `Last-Event-ID`, de-duplicating by `seq`), renders streamed
 //! content as Markdown, collapsible thoughts, tool progress, artifacts and inline answers to
@@ -61,6 +64,18 @@
 //! images) and connections (reading back a download link's content, as the browser test
 //! does): a `blob:` URL can only be minted by this origin's own script.
 //!
+//! Around the conversation (issue 25): a list of the caller's conversations (`GET
+//! /v1/contexts`, titled by their first message, newest first, each with a delete button
+//! calling `DELETE /v1/contexts/{id}`); the URL's `#ctx=<id>` always names the conversation
+//! shown (opening one from the list is a navigation, so Back returns; an unknown id falls
+//! back to a new chat at the bare URL); a Stop button in the composer while a turn holds
+//! the conversation; the message box answers a pending question (`input-required`) when
+//! there is one; copy buttons on messages, answers and code blocks, whose code is
+//! highlighted by `highlight.js`; tool cards list their arguments; states are words
+//! ("waiting for your answer") with the machine name in `data-state`; each turn's footer
+//! shows model, tokens and duration, and a failed or stopped turn a readable error and
+//! Retry. The user's guide is `docs/web-page.md`.
+//!
 //! Test hooks in the DOM: `#status[data-status]` (`idle`, `connecting`, `open`,
 //! `reconnecting`), `body[data-last-seq]`, `body[data-reconnects]`,
 //! `body[data-context-id]`, and per turn `section.turn[data-task-id][data-state]`, its
@@ -80,6 +95,12 @@
 //! Sub-task blocks are `details.subtask[data-task-id][data-parent-task-id][data-agent]
 //! [data-depth][data-state]` (`data-tool-call-id`, `data-remote-task-id` when known) with
 //! `summary .who`, `.prompt`, `.state`, `.cancel` and their own `.activity`.
+//! The list is `#contexts[data-count]` of `.context[data-context-id][aria-current]` holding
+//! `a.open` (`.title`, `.when`) and `button.delete`; the composer has `#stop[hidden]`,
+//! `#composer[data-answering=<inputId>]` and `body[data-running]`. A turn carries
+//! `data-model`, `data-tokens` and `data-duration-ms`, its `.foot` holds `.stats`,
+//! `button.copy` and `button.retry`, a failure is `.error[data-code] .failure`; a tool card
+//! has `dl.args`; highlighted code is `code[data-highlighted] span.tok-*`.
 
 use std::sync::OnceLock;
 
@@ -95,8 +116,11 @@ use sha2::{Digest, Sha256};
 
 use crate::AppState;
 
-/// The page's HTML with a slot for the renderer; [`page`] is what is served.
+/// The page's skeleton with two slots; [`page`] is what is served.
 const TEMPLATE: &str = include_str!("index.html");
+
+/// The page's styles, inserted into its one `<style>` element.
+const STYLE: &str = include_str!("style.css");
 
 /// The Markdown renderer, kept apart from the page so each can be read on its own.
 pub const MARKDOWN_JS: &str = include_str!("markdown.js");
@@ -104,20 +128,36 @@ pub const MARKDOWN_JS: &str = include_str!("markdown.js");
 /// The artifact cards (files, data records, datasets), kept apart like the renderer.
 pub const ARTIFACTS_JS: &str = include_str!("artifacts.js");
 
-/// Where the renderer goes: a comment at the start of the page's inline script.
-const MARKDOWN_SLOT: &str = "/* markdown.js */";
+/// The script's modules, in the order they are inserted (each uses only those before it,
+/// except that a module's functions may call later ones once the page runs).
+pub const MODULES: &[(&str, &str)] = &[
+    ("words.js", include_str!("words.js")),
+    ("highlight.js", include_str!("highlight.js")),
+    ("markdown.js", MARKDOWN_JS),
+    ("artifacts.js", ARTIFACTS_JS),
+    ("forms.js", include_str!("forms.js")),
+    ("turns.js", include_str!("turns.js")),
+    ("contexts.js", include_str!("contexts.js")),
+    ("app.js", include_str!("app.js")),
+];
 
-/// Where the artifact cards go: the comment after the renderer's.
-const ARTIFACTS_SLOT: &str = "/* artifacts.js */";
+/// Where the styles go.
+const STYLE_SLOT: &str = "/* style.css */";
 
-/// The page as served: the template with the renderer and the cards in their slots (built
+/// Where the modules go: a comment at the start of the page's inline script.
+const SCRIPTS_SLOT: &str = "/* scripts */";
+
+/// The page as served: the skeleton with the styles and the modules in their slots (built
 /// once).
 pub fn page() -> &'static str {
     static PAGE: OnceLock<String> = OnceLock::new();
     PAGE.get_or_init(|| {
-        TEMPLATE
-            .replacen(ARTIFACTS_SLOT, ARTIFACTS_JS, 1)
-            .replacen(MARKDOWN_SLOT, MARKDOWN_JS, 1)
+        let scripts: Vec<&str> = MODULES.iter().map(|(_, js)| *js).collect();
+        TEMPLATE.replacen(STYLE_SLOT, STYLE.trim_end(), 1).replacen(
+            SCRIPTS_SLOT,
+            &scripts.join("\n"),
+            1,
+        )
     })
 }
 
@@ -238,22 +278,33 @@ mod tests {
     }
 
     #[test]
-    fn the_renderer_and_the_cards_are_inside_the_pages_one_script() {
+    fn the_modules_are_inside_the_pages_one_script() {
         let script_start = TEMPLATE.find("<script>").unwrap();
         let script_end = TEMPLATE.find("</script>").unwrap();
-        for (slot, js, global) in [
-            (MARKDOWN_SLOT, MARKDOWN_JS, "const LooopyMarkdown = "),
-            (ARTIFACTS_SLOT, ARTIFACTS_JS, "const LooopyArtifacts = "),
-        ] {
-            assert_eq!(TEMPLATE.matches(slot).count(), 1, "{slot}");
-            let at = TEMPLATE.find(slot).unwrap();
-            assert!(script_start < at && at < script_end, "{slot}");
-            // The inserted code cannot end the script element early, nor hold the other slot.
-            assert!(!js.to_ascii_lowercase().contains("</script"), "{slot}");
-            assert!(!js.contains(MARKDOWN_SLOT) && !js.contains(ARTIFACTS_SLOT));
-            assert!(page().contains(global), "{global}");
-            assert!(!page().contains(slot), "{slot}");
+        assert_eq!(TEMPLATE.matches(SCRIPTS_SLOT).count(), 1);
+        let at = TEMPLATE.find(SCRIPTS_SLOT).unwrap();
+        assert!(script_start < at && at < script_end);
+        for (name, js) in MODULES {
+            // The inserted code cannot end the script element early, nor hold a slot.
+            assert!(!js.to_ascii_lowercase().contains("</script"), "{name}");
+            assert!(
+                !js.contains(SCRIPTS_SLOT) && !js.contains(STYLE_SLOT),
+                "{name}"
+            );
+            assert!(page().contains(js), "{name}");
+            assert!(js.lines().count() <= 500, "{name} is over 500 lines");
         }
+        for global in [
+            "const LooopyMarkdown = ",
+            "const LooopyArtifacts = ",
+            "const LooopyHighlight = ",
+            "const LooopyTurns = ",
+        ] {
+            assert!(page().contains(global), "{global}");
+        }
+        assert!(!STYLE.to_ascii_lowercase().contains("</style"));
+        assert!(page().contains(STYLE.trim_end()));
+        assert!(!page().contains(SCRIPTS_SLOT) && !page().contains(STYLE_SLOT));
     }
 
     #[test]
