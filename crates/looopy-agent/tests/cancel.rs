@@ -197,3 +197,54 @@ async fn a_cancel_that_arrives_while_the_turn_pauses_ends_it_canceled() {
     assert_eq!(task.state, TaskState::Canceled);
     assert!(task.pending.is_none(), "{:?}", task.pending);
 }
+
+/// Soak anomaly J: a cancel that lands as the turn completes is either accepted — and the
+/// task ends `canceled` — or refused `NotRunning` with the state it ended in; never
+/// accepted and then lost to a completion. Cancels are sent at the moment the answer's
+/// `content-complete` is logged, the window where the run writes its end; which way each
+/// one goes depends on timing, so many turns are tried and every outcome is checked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_as_the_turn_completes_is_honoured_or_refused_never_lost() {
+    use looopy_agent::AgentError;
+    let db = TestDb::new();
+    let store = db.open();
+    const TURNS: usize = 40;
+    let agent = agent_with(
+        store.clone(),
+        scripted((0..TURNS).map(|_| Response::new().text("done")).collect()),
+        AgentConfig::default(),
+    );
+    let (mut accepted, mut refused) = (0, 0);
+    for n in 0..TURNS {
+        let context = format!("ctx-race-{n}");
+        let turn = agent.start_turn(&context, "hi", None).await.unwrap();
+        wait_for(&store, &context, turn.start_seq, |e| {
+            e.kind() == "content-complete"
+        })
+        .await;
+        let answer = agent.cancel(&turn.task_id).await;
+        let task_id = turn.task_id.clone();
+        let ended = turn.wait().await.unwrap();
+        let recorded = store.get_task(&task_id).await.unwrap().unwrap().state;
+        assert_eq!(ended, recorded);
+        match answer {
+            Ok(()) => {
+                accepted += 1;
+                assert_eq!(
+                    ended,
+                    TaskState::Canceled,
+                    "turn {n}: an accepted cancel took effect"
+                );
+            }
+            Err(AgentError::NotRunning { state, .. }) => {
+                refused += 1;
+                assert_eq!(state, TaskState::Completed, "turn {n}");
+                assert_eq!(ended, TaskState::Completed, "turn {n}");
+            }
+            Err(other) => panic!("turn {n}: unexpected answer {other:?}"),
+        }
+        let events = events(&store, &context).await;
+        assert_well_formed(&events);
+    }
+    assert_eq!(accepted + refused, TURNS);
+}

@@ -242,8 +242,32 @@ impl ActiveRuns {
     }
 
     /// The cancellation of `task_id`'s run, if it has one here.
+    #[cfg(test)]
     pub(crate) fn cancellation(&self, task_id: &str) -> Option<CancellationToken> {
         self.lock().tasks.get(task_id).cloned()
+    }
+
+    /// Cancels the run of `task_id` here — true — unless it has none, or has begun to write
+    /// its end ([`seal`](Self::seal)): then a cancel can no longer take effect, and false.
+    /// Under the lock, so a cancel either lands before the seal (and the run ends
+    /// `canceled`) or is told it came too late — never "accepted" and then lost.
+    pub(crate) fn cancel_run(&self, task_id: &str) -> bool {
+        match self.lock().tasks.get(task_id) {
+            Some(cancel) => {
+                cancel.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The run of `task_id` is about to write its end: later cancels are refused
+    /// ([`cancel_run`](Self::cancel_run) stops finding it). Returns whether `cancel` — its
+    /// run's token — was cancelled by then, from here or elsewhere.
+    pub(crate) fn seal(&self, task_id: &str, cancel: &CancellationToken) -> bool {
+        let mut maps = self.lock();
+        maps.tasks.remove(task_id);
+        cancel.is_cancelled()
     }
 
     /// Takes queued `task_id` out of its context's queue; `None` if it is not queued (it

@@ -1,11 +1,17 @@
 //! Cancelling a task, wherever it is: queued here, running here, a sub-agent's child in a
 //! run here, running on another replica (forwarded there), or paused (ended now).
 
+use std::time::Duration;
+
 use tokio_util::sync::CancellationToken;
 
 use super::Agent;
 use crate::AgentError;
 use crate::turn::{PendingTurn, TurnEnd};
+
+/// How long a cancel that came too late waits for the run's end to be durable, to answer
+/// with the state it ended in.
+const ENDING_PATIENCE: Duration = Duration::from_secs(10);
 
 impl Agent {
     /// Cancels a task: a running turn is told to stop (it ends `canceled` shortly); a
@@ -19,8 +25,7 @@ impl Agent {
         if let Some(withdrawn) = self.runs.withdraw(task_id) {
             return self.cancel_queued(task_id, withdrawn).await;
         }
-        if let Some(cancel) = self.runs.cancellation(task_id) {
-            cancel.cancel();
+        if self.runs.cancel_run(task_id) {
             return Ok(());
         }
         // A sub-agent's child task (or its ancestor) driven inside another task's run.
@@ -48,10 +53,32 @@ impl Agent {
             Err(AgentError::Busy {
                 task_id: running, ..
             }) if running == task_id => {
-                if let Some(cancel) = self.runs.cancellation(task_id) {
-                    cancel.cancel();
+                if self.runs.cancel_run(task_id) {
+                    return Ok(());
                 }
-                return Ok(());
+                // Its run is writing its end: too late to cancel that run. The answer is
+                // how it ended — or, when it paused, the cancel of the pause — once its end
+                // is durable (bounded: a run that cannot write gives up
+                // within the store's own timeouts).
+                let released = self.runs.released(&record.context_id, task_id);
+                if tokio::time::timeout(ENDING_PATIENCE, released)
+                    .await
+                    .is_err()
+                {
+                    return Err(AgentError::Busy {
+                        context_id: record.context_id.clone(),
+                        task_id: task_id.to_string(),
+                    });
+                }
+                let record = self.task(task_id).await?;
+                if record.state.is_terminal() {
+                    return Err(AgentError::NotRunning {
+                        task_id: task_id.to_string(),
+                        state: record.state,
+                    });
+                }
+                // It paused (or was resumed again): cancel it as it is now.
+                return Box::pin(self.cancel(task_id)).await;
             }
             Err(error) => return Err(error),
         };

@@ -177,6 +177,17 @@ impl Agent {
                 Work::Continue(Some(answer)) => Ok(crate::turn::TurnEnd::Completed(answer)),
                 Work::Continue(None) => turn.drive().await,
             };
+            // From here the run writes its end: a cancel accepted before this point wins
+            // over a completion (the caller was told "accepted"); a later one is told it
+            // came too late (`Agent::cancel`), never accepted and lost.
+            let cancelled = agent.runs.seal(&turn.record.task_id, &turn.cancel);
+            let result = match result {
+                Ok(crate::turn::TurnEnd::Completed(_)) if cancelled => {
+                    tracing::info!(task_id = %turn.record.task_id, "cancelled as it completed: ending it canceled");
+                    Ok(crate::turn::TurnEnd::Canceled)
+                }
+                other => other,
+            };
             let outcome = agent.end_run(&mut turn, result).await;
             // A cancel that arrived while the run was on its way to a pause (a question, a
             // sign-in, a paused child) must not be lost in the pause: the caller was told
