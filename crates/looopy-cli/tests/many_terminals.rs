@@ -317,3 +317,48 @@ fn beside_a_chat_a_second_command_exits_2_saying_how_to_go_on() {
     let out = looopy(&db, &["run", "What is 6*7?"], None);
     assert!(out.status.success(), "{}", text(&out.stderr));
 }
+
+#[tokio::test]
+async fn ctrl_c_on_a_run_through_the_server_cancels_the_task_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let slow = script(
+        dir.path(),
+        "slow.yaml",
+        &("- responses:\n    - steps:\n        - text: \"".to_string()
+            + &"tick ".repeat(200)
+            + "\"\n          chunk_size: 5\n          delay_ms: 50\n"),
+    );
+    let db = dir.path().join("shared.db");
+    let server = start_default(&db, &["--script", &slow]);
+    let mut run = Command::new(env!("CARGO_BIN_EXE_looopy"))
+        .args(["run", "count", "--db"])
+        .arg(&db)
+        .env("HOME", dir.path())
+        .env_remove("LOOOPY_TOKEN")
+        .env_remove("LOOOPY_DB")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once the answer streams, the turn runs on the server: interrupt the client.
+    let mut stdout = run.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 64];
+        let n = std::io::Read::read(&mut stdout, &mut buf).unwrap_or(0);
+        let _ = tx.send(n);
+        let _ = std::io::copy(&mut stdout, &mut std::io::sink());
+    });
+    assert!(rx.recv_timeout(PATIENCE).unwrap() > 0, "no output");
+    let status = Command::new("kill")
+        .args(["-INT", &run.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = wait(run, "run count");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    let task = task_of(&stderr);
+    assert_eq!(task_record(&server.base, &task).await["state"], "canceled");
+}

@@ -167,6 +167,7 @@ impl Follow<'_> {
     ) -> Result<ExitCode> {
         let mut stdout = std::io::stdout();
         let mut request = first;
+        let mut interrupts = Interrupts::new();
         let mut canceled_once = false;
         loop {
             let response = self.server.send(request).await?;
@@ -177,7 +178,7 @@ impl Follow<'_> {
             while !settled {
                 let chunk = tokio::select! {
                     c = body.next() => c,
-                    _ = tokio::signal::ctrl_c() => {
+                    () = interrupts.next() => {
                         if canceled_once {
                             return Ok(ExitCode::from(130));
                         }
@@ -305,5 +306,34 @@ impl Follow<'_> {
             seen.state = Some(state);
         }
         settles(event, task) || seen.state == Some(TaskState::WaitingSubtask)
+    }
+}
+
+/// Ctrl+C presses, none lost: a `ctrl_c()` future made afresh on each turn of the loop
+/// misses a press that lands while an event is being rendered, whereas a signal stream
+/// keeps it until it is polled.
+struct Interrupts {
+    #[cfg(unix)]
+    signal: Option<tokio::signal::unix::Signal>,
+}
+
+impl Interrupts {
+    fn new() -> Self {
+        Self {
+            #[cfg(unix)]
+            signal: tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok(),
+        }
+    }
+
+    async fn next(&mut self) {
+        #[cfg(unix)]
+        if let Some(signal) = &mut self.signal {
+            if signal.recv().await.is_some() {
+                return;
+            }
+            // The signal driver is gone: never a stream of instant "presses".
+            self.signal = None;
+        }
+        let _ = tokio::signal::ctrl_c().await;
     }
 }
