@@ -290,3 +290,36 @@ fn a_sub_agents_answer_is_not_repeated_by_its_calls_line() {
         "{stdout}"
     );
 }
+
+#[test]
+fn a2a_send_keeps_the_texts_of_two_model_calls_apart() {
+    let home = tempfile::tempdir().unwrap();
+    let server = support::start_default(&home.path().join("a.db"), &[]);
+    for stream in [false, true] {
+        let mut command = looopy(home.path());
+        command.args(["a2a", "send", &server.base, "write a haiku to poem.txt"]);
+        if stream {
+            command.arg("--stream");
+        }
+        let out = command.output().unwrap();
+        let stdout = text(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+        // The first call's sentence ends its line; the second call's starts its own.
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.ends_with("Let me write that file.")),
+            "stream={stream}: {stdout}"
+        );
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.starts_with("[scripted model] I wrote a haiku to poem.txt")),
+            "stream={stream}: {stdout}"
+        );
+        assert!(
+            !stdout.contains("file.[scripted"),
+            "stream={stream}: {stdout}"
+        );
+    }
+}

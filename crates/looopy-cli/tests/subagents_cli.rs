@@ -288,10 +288,7 @@ fn the_default_scripts_research_path_renders_as_a_tree() {
         "{stdout}"
     );
     // After it, the parent reports.
-    assert!(
-        lines[closed + 1..].iter().any(|l| *l == "✓ researcher"),
-        "{stdout}"
-    );
+    assert!(lines[closed + 1..].contains(&"✓ researcher"), "{stdout}");
 }
 
 /// The `looopy` binary with the offline (scripted) model and a database in `dir`.

@@ -28,8 +28,13 @@ const PAGE: usize = 128;
 pub(crate) struct Folded {
     pub(crate) state: Option<TaskState>,
     pub(crate) updated_at: Option<DateTime<Utc>>,
-    /// The concatenated `content-delta`s (or the final content when none streamed).
+    /// The concatenated `content-delta`s (or the final content when none streamed), the
+    /// texts of two model calls apart by a blank line.
     pub(crate) answer: String,
+    /// A model call's text ended (`content-complete`) without trailing whitespace: the next
+    /// one starts a paragraph, not the middle of the last sentence, as in the stream (see
+    /// `mapping`).
+    pub(crate) answer_break: bool,
     /// The text of the latest state change (an input request's prompt, a status message).
     pub(crate) status_message: Option<String>,
     /// The open authorization request's details (see [`TaskSnapshot::status_data`]), while
@@ -149,7 +154,18 @@ impl Folded {
                     self.updated_at = Some(event.timestamp);
                 }
             }
-            EventPayload::ContentDelta(d) => self.answer.push_str(&d.delta),
+            EventPayload::ContentComplete(_) => {
+                self.answer_break =
+                    !self.answer.is_empty() && !self.answer.ends_with(char::is_whitespace);
+            }
+            EventPayload::ContentDelta(d) if !d.delta.is_empty() => {
+                if std::mem::take(&mut self.answer_break)
+                    && !d.delta.starts_with(char::is_whitespace)
+                {
+                    self.answer.push_str(crate::mapping::CALL_BREAK);
+                }
+                self.answer.push_str(&d.delta);
+            }
             EventPayload::InputRequired(r) => {
                 self.status_message = Some(r.prompt.clone());
                 self.status_data = None;

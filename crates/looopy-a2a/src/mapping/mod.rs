@@ -45,6 +45,10 @@ use looopy_protocol::{Event, EventPayload, Metadata};
 /// The name of the text answer artifact.
 pub const ANSWER_ARTIFACT_NAME: &str = "answer";
 
+/// Between the texts of two model calls in the answer artifact (the text before a tool
+/// call, then the text after it): a paragraph break.
+pub const CALL_BREAK: &str = "\n\n";
+
 /// The id of a task's text answer artifact.
 pub fn answer_artifact_id(task_id: &str) -> String {
     format!("{task_id}-answer")
@@ -58,6 +62,12 @@ pub struct MappingState {
     last_state: Option<v1::TaskState>,
     answer_started: bool,
     answer_closed: bool,
+    /// A model call's text ended (`content-complete`) without trailing whitespace: the
+    /// next call's text starts after [`CALL_BREAK`], so two calls' sentences are never
+    /// glued together (`file.I wrote`).
+    answer_break: bool,
+    /// The answer so far ends in whitespace (or is empty).
+    answer_spaced: bool,
     /// Files and datasets whose first chunk was sent and whose last was not, in the order
     /// they started: closed (as incomplete) when the task stops running.
     open_artifacts: Vec<(String, Closing)>,
@@ -88,6 +98,8 @@ impl MappingState {
             last_state: None,
             answer_started: false,
             answer_closed: false,
+            answer_break: false,
+            answer_spaced: true,
             open_artifacts: Vec::new(),
             subtask_names: HashMap::new(),
             asking_child: None,
@@ -112,6 +124,8 @@ impl MappingState {
             last_state: Some(state),
             answer_started: answered,
             answer_closed: answered && state.is_terminal(),
+            answer_break: false,
+            answer_spaced: true,
             // A snapshot shows closed artifacts only; one still being written is replayed
             // from its first chunk (see `http::snapshot`), which opens it here again.
             open_artifacts: Vec::new(),
@@ -199,11 +213,22 @@ pub fn to_v1(event: &Event, state: &mut MappingState) -> Vec<v1::StreamResponse>
                 announce(&ctx, state, terminal, None, None, &mut out);
             }
         }
+        EventPayload::ContentComplete(_) => {
+            state.answer_break = state.answer_started && !state.answer_spaced;
+        }
         // Empty deltas add nothing; deltas after the answer was closed are late and dropped.
         EventPayload::ContentDelta(d) if !d.delta.is_empty() && !state.answer_closed => {
             let first = !state.answer_started;
             state.answer_started = true;
-            out.push(ctx.answer_chunk(&d.delta, first, !first, false));
+            let text = if std::mem::take(&mut state.answer_break)
+                && !d.delta.starts_with(char::is_whitespace)
+            {
+                std::borrow::Cow::Owned(format!("{CALL_BREAK}{}", d.delta))
+            } else {
+                std::borrow::Cow::Borrowed(d.delta.as_str())
+            };
+            state.answer_spaced = text.ends_with(char::is_whitespace);
+            out.push(ctx.answer_chunk(&text, first, !first, false));
         }
         EventPayload::InputRequired(r) => {
             state.asking_child = None;
