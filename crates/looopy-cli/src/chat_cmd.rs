@@ -1,430 +1,369 @@
 //! `looopy chat`: the interactive kitchen sink — streamed answers, dimmed thoughts, tool
-//! progress, inline answers to input requests, and a few slash commands. Ctrl+C cancels the
+//! progress, questions answered at the prompt, and slash commands. Ctrl+C cancels the
 //! running turn, not the program.
+//!
+//! At a terminal: line editing and history ([`input`]), a "thinking…" indicator until the
+//! turn shows something, and answers rendered as Markdown ([`screen`]). Piped, it reads
+//! plain lines and writes plain text, as it always did.
 //!
 //! Sub-agents are collapsed by default: a child shows as its `↳ name: message` line and a
 //! `└ name completed · N tool calls` summary (its questions for the user always show).
 //! `/expand` switches to full output — and shows the last turn again, expanded, so what a
 //! collapsed child did can be read after the fact; `/expand` again collapses.
 //!
-//! A sub-agent's question pauses its child task and the parent (`waiting-subtask`): chat
-//! prompts for it like for the parent's own questions, answers the child's task, and shows
-//! the rest of the tree's turn (the child, then its parents going on) as it is logged.
+//! A question (the turn's own, or a sub-agent's: that pauses the child task and the parent
+//! in `waiting-subtask`) is answered by the next line typed at the `>` prompt, which goes to
+//! the task that asked; the rest of the tree's turn is then shown as it is logged.
+//! `/cancel` there cancels the waiting turn instead; other slash commands work as usual.
 
-use std::io::{IsTerminal, Write};
+mod conversation;
+mod input;
+mod markdown;
+mod screen;
+#[cfg(test)]
+mod tests;
+mod turn;
+
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use looopy_agent::{Agent, PendingInputView};
-use looopy_protocol::{Role, TaskState, ids};
+use looopy_agent::{Agent, AgentError};
+use looopy_protocol::{TaskState, ids};
 
 use crate::agent_setup;
 use crate::cli::ChatArgs;
-use crate::render::{Renderer, Style};
-use crate::run_cmd::{Lines, drive_with};
+use crate::render::Style;
+use input::{ANSWER, Input, Read, YOU};
+use screen::Screen;
+pub(crate) use turn::waiting_child;
+use turn::{Settled, Turn, Waiting};
 
-const HELP: &str = "commands: /history  /contexts  /expand  /clear  /new  /help  /quit   \
+const HELP: &str = "commands: /contexts  /switch N  /history  /expand  /cancel  /clear  /new  /help  /quit   \
      (Ctrl+C cancels a running turn; /expand toggles sub-agents' full output)";
 
-/// The last turn of this session, to show again when `/expand` is toggled on.
-struct LastTurn {
-    context_id: String,
-    task_id: String,
-    /// The log's end before the turn began.
-    after_seq: u64,
+const DIM: &str = "\x1b[2m";
+const RESET: &str = "\x1b[0m";
+
+/// One chat session: the conversation it is in, and what it shows and waits for.
+struct Session {
+    agent: Agent,
+    context: String,
+    screen: Screen,
+    input: Input,
+    /// Sub-agents shown in full (`/expand`).
+    expanded: bool,
+    /// The turn last shown (the one `/expand` shows again, and whose renderer a pause keeps).
+    last: Option<Turn>,
+    /// A question waiting for the next line.
+    waiting: Option<Waiting>,
+    /// The ids `/contexts` listed last, for `/switch N`.
+    listed: Vec<String>,
 }
 
 pub async fn run(args: ChatArgs) -> Result<ExitCode> {
     let (agent, _) = agent_setup::build(&args.agent).await?;
     crate::auth_prompt::start_callback(&agent).await?;
     // Validated by the argument parser (a ContextId): a bad one is a usage error.
-    let mut context = args
-        .context
-        .clone()
-        .map_or_else(ids::new_context_id, ids::ContextId::into_string);
-    let color = std::io::stdout().is_terminal();
-    let mut lines = Lines::stdin();
-    let mut expanded = false;
-    let mut last: Option<LastTurn> = None;
-    println!("looopy chat — context {context}\n{HELP}");
-    loop {
-        if color {
-            print!("\x1b[1myou ›\x1b[0m ");
-        } else {
-            print!("you › ");
-        }
-        std::io::stdout().flush()?;
-        let line = tokio::select! {
-            l = lines.next() => l,
-            _ = tokio::signal::ctrl_c() => {
-                println!("\n(type /quit to leave)");
-                continue;
-            }
+    let (context, existing) =
+        match conversation::to_open(&agent, args.context.as_ref(), args.new).await? {
+            Ok(opened) => opened,
+            Err(code) => return Ok(code),
         };
-        let Some(line) = line else { break };
-        let line = line.trim();
-        match line {
-            "" => continue,
-            "/quit" | "/exit" => break,
-            "/help" => println!("{HELP}"),
-            "/history" => history(&agent, &context, color).await?,
-            "/expand" => {
-                expanded = !expanded;
-                if expanded {
-                    println!("(sub-agents: full output)");
-                    if let Some(turn) = &last {
-                        replay(&agent, turn, Style::Human { color }, &mut std::io::stdout())
-                            .await?;
-                    }
-                } else {
-                    println!("(sub-agents: collapsed)");
-                }
-            }
-            "/contexts" => contexts(&agent, &context).await?,
-            "/clear" => {
-                agent.store().clear_messages(&context).await?;
-                println!("(history of {context} cleared)");
-            }
-            "/new" => {
-                context = ids::new_context_id();
-                println!("(new context {context})");
-            }
-            other if other.starts_with('/') => println!("unknown command {other}; {HELP}"),
-            message => match agent.start_turn(&context, message, None).await {
-                Ok(handle) => {
-                    last = Some(LastTurn {
-                        context_id: handle.context_id.clone(),
-                        task_id: handle.task_id.clone(),
-                        after_seq: handle.start_seq,
-                    });
-                    let (root, start_seq) = (handle.task_id.clone(), handle.start_seq);
-                    let renderer = Renderer::new(Style::Human { color }).collapsed(!expanded);
-                    drive_with(&agent, handle, renderer, Some(&mut lines)).await?;
-                    let style = Style::Human { color };
-                    let tree = Tree {
-                        root: &root,
-                        after_seq: start_seq,
-                        style,
-                        collapsed: !expanded,
-                    };
-                    answer_children(&agent, &context, tree, &mut lines).await?;
-                }
-                Err(e) => println!("error: {e}"),
-            },
-        }
+    let terminal = std::io::stdout().is_terminal();
+    let mut session = Session {
+        agent,
+        context,
+        screen: Screen::new(terminal),
+        input: Input::open(terminal && std::io::stdin().is_terminal()),
+        expanded: false,
+        last: None,
+        waiting: None,
+        listed: Vec::new(),
+    };
+    println!("looopy chat — context {}\n{HELP}", session.context);
+    if existing {
+        session.open().await?;
     }
+    session.repl().await?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// A sub-agent's open question under a paused turn: the child task and its request.
-pub(crate) struct WaitingChild {
-    pub task_id: String,
-    pub input_id: String,
-    pub prompt: String,
-}
-
-/// The first descendant of `root` (a task paused in `waiting-subtask`) that waits for
-/// input ([`Agent::waiting_descendant`]).
-pub(crate) async fn waiting_child(agent: &Agent, root: &str) -> Result<Option<WaitingChild>> {
-    let Some(record) = agent.store().get_task(root).await? else {
-        return Ok(None);
-    };
-    Ok(agent
-        .waiting_descendant(&record)
-        .await?
-        .map(|(child, pending)| WaitingChild {
-            task_id: child.task_id,
-            input_id: pending.input_id,
-            prompt: pending.request.prompt,
-        }))
-}
-
-/// The turn being answered: its top-level task and how to show it.
-struct Tree<'a> {
-    root: &'a str,
-    after_seq: u64,
-    style: Style,
-    collapsed: bool,
-}
-
-/// While the turn `tree.root` waits for a sub-agent that waits for the user: asks, answers
-/// the child's task, and renders the tree's events from the log until that run ends (the
-/// child finishing resumes its parents in the same run). Repeats while the turn pauses
-/// again for a child; a pause of the turn's own task is answered as in a plain turn.
-async fn answer_children(
-    agent: &Agent,
-    context_id: &str,
-    tree: Tree<'_>,
-    lines: &mut Lines,
-) -> Result<()> {
-    let log = agent.store().event_log();
-    let mut seq = log.last_seq(context_id).await?;
-    loop {
-        let Some(record) = agent.store().get_task(tree.root).await? else {
-            return Ok(());
-        };
-        let handle = match record.state {
-            TaskState::WaitingSubtask => {
-                let Some(child) = waiting_child(agent, tree.root).await? else {
-                    println!("(waiting for a sub-agent)");
-                    return Ok(());
-                };
-                print!("> ");
-                std::io::stdout().flush()?;
-                let Some(answer) = lines.next().await else {
-                    return Ok(());
-                };
-                let value = serde_json::Value::String(answer);
-                match agent
-                    .provide_input(&child.task_id, &child.input_id, value)
-                    .await
-                {
-                    Ok(handle) => handle,
-                    Err(e) => {
-                        println!("error: {e} (the question was: {})", child.prompt);
-                        return Ok(());
-                    }
-                }
-            }
-            // The turn's own question, after its children finished: as in a plain turn.
-            TaskState::WaitingInput => {
-                let Some(pending) = PendingInputView::of(&record) else {
-                    return Ok(());
-                };
-                print!("> ");
-                std::io::stdout().flush()?;
-                let Some(answer) = lines.next().await else {
-                    return Ok(());
-                };
-                let value = serde_json::Value::String(answer);
-                let handle = agent
-                    .provide_input(tree.root, &pending.input_id, value)
-                    .await?;
-                let renderer = Renderer::new(tree.style).collapsed(tree.collapsed);
-                drive_with(agent, handle, renderer, Some(&mut *lines)).await?;
-                seq = log.last_seq(context_id).await?;
-                continue;
-            }
-            _ => return Ok(()),
-        };
-        // The child's run goes on into its parents: follow the whole tree in the log, with
-        // the names and counts of what was shown before.
-        let mut renderer = Renderer::new(tree.style).collapsed(tree.collapsed);
-        let mut known = tree.after_seq;
-        while known < seq {
-            let page = log.read_after(context_id, known, 1024).await?;
-            let Some(last) = page.last() else { break };
-            known = last.seq;
-            page.iter()
-                .filter(|e| e.seq <= seq)
-                .for_each(|e| renderer.learn(e));
+impl Session {
+    fn style(&self) -> Style {
+        Style::Human {
+            color: self.screen.terminal(),
         }
-        let mut stdout = std::io::stdout();
-        let run = handle.wait();
-        tokio::pin!(run);
-        let mut finished = false;
+    }
+
+    fn dim(&self, text: &str) {
+        if self.screen.terminal() {
+            println!("{DIM}{text}{RESET}");
+        } else {
+            println!("{text}");
+        }
+    }
+
+    /// Reads and acts on lines until `/quit` or the end of input.
+    async fn repl(&mut self) -> Result<()> {
         loop {
-            let page = log.read_after(context_id, seq, 1024).await?;
-            if let Some(last) = page.last() {
-                seq = last.seq;
-            }
-            for e in page
-                .iter()
-                .filter(|e| e.task_id == tree.root || e.path.iter().any(|t| t == tree.root))
-            {
-                renderer.render(e, &mut stdout)?;
-            }
-            if finished && page.is_empty() {
-                renderer.flush_held(&mut stdout)?;
+            let prompt = if self.waiting.is_some() {
+                &ANSWER
+            } else {
+                &YOU
+            };
+            let line = match self.input.read(prompt).await {
+                Read::Line(line) => line,
+                Read::Interrupted => {
+                    println!("(type /quit or press Ctrl+D to leave)");
+                    continue;
+                }
+                Read::Eof => break,
+            };
+            let line = line.trim();
+            if !self.command(line).await? {
                 break;
             }
-            if page.is_empty() {
-                tokio::select! {
-                    _ = &mut run => finished = true,
-                    _ = tokio::time::sleep(std::time::Duration::from_millis(25)) => {}
-                    _ = tokio::signal::ctrl_c() => {
-                        let _ = agent.cancel(tree.root).await;
-                    }
+        }
+        if let Some(waiting) = &self.waiting {
+            let note = format!(
+                "task {} is still waiting for your answer; continue with: looopy chat --context {}",
+                waiting.root, self.context
+            );
+            self.dim(&note);
+        }
+        Ok(())
+    }
+
+    /// Acts on one line; `false` to leave.
+    async fn command(&mut self, line: &str) -> Result<bool> {
+        let (name, arg) = line
+            .split_once(char::is_whitespace)
+            .map_or((line, ""), |(n, a)| (n, a.trim()));
+        match name {
+            "" => {}
+            "/quit" | "/exit" => return Ok(false),
+            "/help" => println!("{HELP}"),
+            "/history" => {
+                conversation::history(&self.agent, &self.context, self.screen.terminal()).await?
+            }
+            "/expand" => self.expand().await?,
+            "/contexts" => {
+                self.listed =
+                    conversation::list(&self.agent, &self.context, self.screen.terminal()).await?;
+            }
+            "/switch" => self.switch(arg).await?,
+            "/cancel" => self.cancel().await?,
+            "/clear" => {
+                self.agent.store().clear_messages(&self.context).await?;
+                println!("(history of {} cleared)", self.context);
+            }
+            "/new" => {
+                self.context = ids::new_context_id();
+                self.waiting = None;
+                println!("(new context {})", self.context);
+            }
+            other if other.starts_with('/') => println!("unknown command {other}; {HELP}"),
+            _ => match self.waiting.take() {
+                Some(waiting) => self.answer(waiting, line).await?,
+                None => self.send(line).await?,
+            },
+        }
+        Ok(true)
+    }
+
+    /// Starts a turn with the user's message and follows it.
+    async fn send(&mut self, message: &str) -> Result<()> {
+        let handle = match self.agent.start_turn(&self.context, message, None).await {
+            Ok(handle) => handle,
+            Err(AgentError::WaitingInput { .. }) => {
+                // A turn of this conversation still waits: say which, and take the answer.
+                println!("error: this conversation waits for an answer first");
+                return self.find_waiting(true).await;
+            }
+            Err(e) => {
+                println!("error: {e}");
+                return Ok(());
+            }
+        };
+        let mut turn = Turn::new(&handle, self.style(), !self.expanded);
+        let settled = turn::follow(
+            &self.agent,
+            &mut self.screen,
+            &mut turn,
+            handle,
+            &mut self.input,
+        )
+        .await?;
+        self.settled(turn, settled).await
+    }
+
+    /// Answers the waiting question with `text` and follows the turn on.
+    async fn answer(&mut self, waiting: Waiting, text: &str) -> Result<()> {
+        let value = serde_json::Value::String(text.to_string());
+        let handle = match self
+            .agent
+            .provide_input(&waiting.task_id, &waiting.input_id, value)
+            .await
+        {
+            Ok(handle) => handle,
+            Err(e) => {
+                println!("error: {e} (the question was: {})", waiting.prompt);
+                return self.find_waiting(false).await;
+            }
+        };
+        let mut turn = match self.last.take() {
+            Some(turn) if turn.root == waiting.root => turn,
+            _ => {
+                let (style, collapsed) = (self.style(), !self.expanded);
+                Turn::found(&self.agent, &self.context, &waiting.root, style, collapsed).await?
+            }
+        };
+        let settled = turn::follow(
+            &self.agent,
+            &mut self.screen,
+            &mut turn,
+            handle,
+            &mut self.input,
+        )
+        .await?;
+        self.settled(turn, settled).await
+    }
+
+    /// After a turn settled: the question it waits for, or a blank line before the next
+    /// prompt. The task's id (for `looopy artifacts`) ends a turn: the collapsed renderer
+    /// writes it with the task's end; expanded, or for a turn left waiting on something
+    /// chat cannot answer, it is written here.
+    async fn settled(&mut self, turn: Turn, settled: Settled) -> Result<()> {
+        match settled {
+            Settled::Waiting(waiting) => {
+                self.waiting = Some(waiting);
+            }
+            Settled::Ended(state) => {
+                if self.expanded || !state.is_terminal() {
+                    let line = self.task_line(&turn.root, state).await;
+                    self.dim(&line);
                 }
+                println!();
+            }
+        }
+        self.last = Some(turn);
+        Ok(())
+    }
+
+    /// `task ID`, its state unless completed, and how to get its artifacts.
+    async fn task_line(&self, root: &str, state: TaskState) -> String {
+        let artifacts = self
+            .agent
+            .store()
+            .task_artifact_headers(root)
+            .await
+            .map_or(0, |a| a.len());
+        let mut line = format!("task {root}");
+        if state != TaskState::Completed {
+            line.push_str(&format!(" · {state}"));
+        }
+        match artifacts {
+            0 => {}
+            1 => line.push_str(&format!(" · 1 artifact: looopy artifacts {root}")),
+            n => line.push_str(&format!(" · {n} artifacts: looopy artifacts {root}")),
+        }
+        line
+    }
+
+    /// Shows an opened conversation: what was said so far, and a question it waits for.
+    async fn open(&mut self) -> Result<()> {
+        conversation::show(&self.agent, &self.context, &mut self.screen).await?;
+        self.find_waiting(true).await
+    }
+
+    /// Looks for a paused turn of this conversation; with `say`, shows its question.
+    async fn find_waiting(&mut self, say: bool) -> Result<()> {
+        self.waiting = None;
+        let Some(root) = conversation::paused_task(&self.agent, &self.context).await? else {
+            return Ok(());
+        };
+        match turn::waiting_of(&self.agent, &root).await? {
+            Settled::Waiting(waiting) => {
+                if say {
+                    let bold = if self.screen.terminal() {
+                        "\x1b[1m"
+                    } else {
+                        ""
+                    };
+                    let reset = if self.screen.terminal() { RESET } else { "" };
+                    println!("{bold}? {}{reset}", waiting.prompt);
+                    self.dim(&format!(
+                        "(task {} waits for your answer: type it, or /cancel)",
+                        waiting.root
+                    ));
+                }
+                self.waiting = Some(waiting);
+            }
+            Settled::Ended(state) => self.dim(&format!(
+                "(task {root} is {state}; /cancel ends it, or: looopy resume {root} ...)"
+            )),
+        }
+        Ok(())
+    }
+
+    /// `/switch N` (or an id): opens another conversation.
+    async fn switch(&mut self, arg: &str) -> Result<()> {
+        if arg.is_empty() {
+            println!("usage: /switch N (a number from /contexts) or /switch ID");
+            return Ok(());
+        }
+        match conversation::switch_target(&self.agent, arg, &self.listed).await? {
+            Ok(id) => {
+                self.context = id;
+                println!("(switched to context {})", self.context);
+                self.open().await
+            }
+            Err(why) => {
+                println!("{why}");
+                Ok(())
             }
         }
     }
-}
 
-/// Renders the events of `turn`'s task and its descendants again, expanded, from the log.
-async fn replay(
-    agent: &Agent,
-    turn: &LastTurn,
-    style: Style,
-    out: &mut impl std::io::Write,
-) -> Result<()> {
-    let log = agent.store().event_log();
-    let mut renderer = Renderer::new(style);
-    let mut after = turn.after_seq;
-    writeln!(out, "── last turn, expanded ──")?;
-    loop {
-        let page = log.read_after(&turn.context_id, after, 1024).await?;
-        let Some(end) = page.last() else { break };
-        after = end.seq;
-        for event in page
-            .iter()
-            .filter(|e| e.task_id == turn.task_id || e.path.contains(&turn.task_id))
-        {
-            renderer.render(event, out)?;
-        }
-    }
-    renderer.flush_held(out)?;
-    writeln!(out)?;
-    Ok(())
-}
-
-async fn history(agent: &Agent, context: &str, color: bool) -> Result<()> {
-    let (dim, reset) = if color {
-        ("\x1b[2m", "\x1b[0m")
-    } else {
-        ("", "")
-    };
-    for m in agent.store().load_messages(context).await? {
-        let who = match m.role {
-            Role::System => "system",
-            Role::User => "you",
-            Role::Assistant => "assistant",
-            Role::Tool => "tool",
+    /// `/cancel`: cancels the turn of this conversation that waits (for an answer, a
+    /// sub-agent or a sign-in).
+    async fn cancel(&mut self) -> Result<()> {
+        let root = match self.waiting.take() {
+            Some(waiting) => Some(waiting.root),
+            None => conversation::paused_task(&self.agent, &self.context).await?,
         };
-        let mut text = m.content.clone();
-        for call in &m.tool_calls {
-            text.push_str(&format!(" [calls {}({})]", call.name, call.arguments));
-        }
-        println!("{dim}{who}:{reset} {text}");
-    }
-    Ok(())
-}
-
-async fn contexts(agent: &Agent, current: &str) -> Result<()> {
-    for c in agent.store().list_contexts(None).await? {
-        let mark = if c.context_id == current { "*" } else { " " };
-        println!(
-            "{mark} {}  (updated {})",
-            c.context_id,
-            c.updated_at.format("%Y-%m-%d %H:%M")
-        );
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use looopy_agent::subagent::SubAgentSpec;
-    use looopy_llm::scripted::{Matcher, Response, Script, ScriptedProvider, Turn};
-    use looopy_store::Store;
-    use serde_json::json;
-
-    fn for_agent(agent: &str, responses: Vec<Response>) -> Turn {
-        let mut turn = Turn::new().named(agent).when(Matcher::any().agent(agent));
-        for response in responses {
-            turn = turn.response(response);
-        }
-        turn
-    }
-
-    /// A sub-agent's question under a chat turn: found, answered from the user's next line,
-    /// and the turn runs to its end with the child's answer.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_sub_agents_question_is_answered_inline_and_the_turn_finishes() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path().join("chat.db")).unwrap();
-        let provider = ScriptedProvider::new(
-            Script::new()
-                .turn(for_agent(
-                    "looopy",
-                    vec![
-                        Response::new().tool_call_with_id(
-                            "call-a",
-                            "asker",
-                            json!({"message": "name?"}),
-                        ),
-                        Response::new().text("Parent got: {{last_tool_result}}"),
-                    ],
-                ))
-                .turn(for_agent(
-                    "asker",
-                    vec![
-                        Response::new().tool_call_with_id(
-                            "call-q",
-                            "ask_user",
-                            json!({"question": "What is your name?"}),
-                        ),
-                        Response::new().text("Name: {{last_tool_result}}"),
-                    ],
-                )),
-        );
-        let agent = Agent::builder()
-            .provider(provider)
-            .store(store.clone())
-            .builtin_tools()
-            .sub_agent(SubAgentSpec::local("asker", "Asks.", "You ask.").tools(["ask_user"]))
-            .build()
-            .unwrap();
-        let handle = agent.start_turn("ctx-chat", "go", None).await.unwrap();
-        let (root, start_seq) = (handle.task_id.clone(), handle.start_seq);
-        assert_eq!(handle.wait().await.unwrap(), TaskState::WaitingSubtask);
-
-        let child = waiting_child(&agent, &root)
-            .await
-            .unwrap()
-            .expect("the asker waits");
-        assert_eq!(child.prompt, "What is your name?");
-        assert_ne!(child.task_id, root);
-
-        let (tx, rx) = tokio::sync::mpsc::channel(4);
-        tx.send("Grace".to_string()).await.unwrap();
-        let mut lines = Lines::from_channel(rx);
-        let tree = Tree {
-            root: &root,
-            after_seq: start_seq,
-            style: Style::Human { color: false },
-            collapsed: true,
+        let Some(root) = root else {
+            println!("(nothing waits in this conversation; Ctrl+C cancels a running turn)");
+            return Ok(());
         };
-        answer_children(&agent, "ctx-chat", tree, &mut lines)
-            .await
-            .unwrap();
-        let record = store.get_task(&root).await.unwrap().unwrap();
-        assert_eq!(record.state, TaskState::Completed);
-        let last = store.load_messages("ctx-chat").await.unwrap();
-        assert_eq!(
-            last.last().map(|m| m.content.as_str()),
-            Some("Parent got: Name: Grace")
-        );
-        assert!(waiting_child(&agent, &root).await.unwrap().is_none());
+        match self.agent.cancel(&root).await {
+            Ok(()) => self.dim(&format!("task {root} · canceled")),
+            Err(e) => println!("error: {e}"),
+        }
+        println!();
+        Ok(())
+    }
 
-        // `/expand` shows the whole turn again, the child's block in full.
-        let last = LastTurn {
-            context_id: "ctx-chat".into(),
-            task_id: root.clone(),
-            after_seq: start_seq,
-        };
-        let mut out = Vec::new();
-        replay(&agent, &last, Style::Human { color: false }, &mut out)
-            .await
-            .unwrap();
-        let out = String::from_utf8(out).unwrap();
-        let asker: Vec<&str> = out
-            .lines()
-            .filter_map(|l| l.strip_prefix("  asker │ "))
-            .collect();
-        assert_eq!(
-            asker,
-            [
-                "⚙ ask_user {\"question\":\"What is your name?\"}",
-                "? What is your name?",
-                "✓ ask_user → Grace",
-                "Name: Grace"
-            ],
-            "{out}"
-        );
-        assert!(out.contains("↳ asker: name?\n"), "{out}");
-        assert!(out.contains("  └ asker completed\n"), "{out}");
-        assert!(out.trim_end().ends_with("Parent got: Name: Grace"), "{out}");
+    /// `/expand`: toggles sub-agents' full output; on, shows the last turn again expanded.
+    async fn expand(&mut self) -> Result<()> {
+        self.expanded = !self.expanded;
+        if !self.expanded {
+            println!("(sub-agents: collapsed)");
+            return Ok(());
+        }
+        println!("(sub-agents: full output)");
+        if let Some(turn) = &self.last {
+            turn::replay(
+                &self.agent,
+                &turn.context_id,
+                &turn.root,
+                turn.after_seq,
+                self.style(),
+                &mut std::io::stdout(),
+            )
+            .await?;
+        }
+        Ok(())
     }
 }

@@ -301,7 +301,7 @@ fn chat_streams_answers_and_handles_slash_commands() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("l.db");
     let script = "What is 6*7?\n/history\n/contexts\n/bogus\n/clear\n/history\n/quit\n";
-    let out = looopy(&db, &["chat", "--context", "ctx-chat"], script);
+    let out = looopy(&db, &["chat", "--context", "ctx-chat", "--new"], script);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),

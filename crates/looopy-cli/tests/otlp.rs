@@ -350,6 +350,7 @@ async fn a_chat_session_exports_each_turn() {
             "chat",
             "--context",
             "ctx-chat",
+            "--new",
             "--otlp-endpoint",
             url.as_str(),
         ])
