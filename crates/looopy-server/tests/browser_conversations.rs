@@ -149,6 +149,18 @@ async fn listing_titles_and_delete_keep_owners_apart() {
     assert!(!listed.contains(&"ctx-slow".to_owned()), "{listed:?}");
     let (status, _) = api(&server, del, "/v1/contexts/ctx-slow", ALICE, None).await;
     assert_eq!(status, 404, "deleting twice");
+    // The id can be used again, for a conversation that starts afresh.
+    let again = start(&server, ALICE, "ctx-slow", "hello again").await;
+    wait_task(&server, ALICE, &again, "completed").await;
+    let path = "/v1/contexts/ctx-slow/messages";
+    let (_, body) = api(&server, reqwest::Method::GET, path, ALICE, None).await;
+    let said: Vec<&str> = body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(said, ["hello again", "Echo: hello again"]);
     // The other conversations are untouched.
     let (status, body) = api(
         &server,

@@ -156,6 +156,10 @@ pub(crate) enum Command {
     /// clears only that context's refused events, `None` every context's.
     Flush(Option<String>, oneshot::Sender<Result<(), StoreError>>),
     Close(oneshot::Sender<Result<(), StoreError>>),
+    /// The context's events were deleted ([`Store::delete_context`](crate::Store::delete_context)):
+    /// the writer drops what it remembers of it (its key and last seq), so a conversation
+    /// started again under the same id begins where the log now ends.
+    Forget(String, oneshot::Sender<()>),
 }
 
 /// Handle to the event log; cheap to clone. The writer thread stops (after committing
@@ -420,6 +424,19 @@ impl EventLog {
     /// Announcements of contexts whose events could not be written (see the module docs).
     pub fn subscribe_failures(&self) -> broadcast::Receiver<StorageFailure> {
         self.shared.reader.health().subscribe()
+    }
+
+    /// Sends [`Command::Forget`] for `context_id` and waits until the writer has taken it
+    /// (at once when the log is read-only or closed: nothing is remembered then).
+    pub(crate) async fn forget(&self, context_id: &str) {
+        if self.shared.read_only {
+            return;
+        }
+        let (done, taken) = oneshot::channel();
+        let forget = Command::Forget(context_id.to_string(), done);
+        if self.shared.queue.send(forget).await.is_ok() {
+            let _ = taken.await;
+        }
     }
 
     /// Commits everything queued and stops the writer. Idempotent.

@@ -159,6 +159,12 @@ impl Writer {
                 self.commands.close();
                 closes.push(reply);
             }
+            Command::Forget(context_id, taken) => {
+                // Like the memo's overflow clear: the next event of the context reads its
+                // key and last seq from the file again.
+                self.contexts.remove(&context_id);
+                let _ = taken.send(());
+            }
         }
     }
 

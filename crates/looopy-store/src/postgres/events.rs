@@ -172,6 +172,10 @@ impl Writer {
                 self.commands.close();
                 closes.push(reply);
             }
+            // Nothing to forget: every append reads the context's head row.
+            Command::Forget(_, taken) => {
+                let _ = taken.send(());
+            }
         }
     }
 

@@ -234,12 +234,20 @@ impl Store {
     /// (content files included), push configs and their leases, and its events. Returns
     /// whether it existed. The caller makes sure nothing runs in it.
     ///
-    /// Two rows stay, as the log's bookkeeping: the event log's key for the id (the writer
-    /// remembers it) and the context's lease (lease tokens only ever grow).
+    /// Two rows stay, as bookkeeping: the event log's key for the id and the context's
+    /// lease (lease tokens only ever grow). The same id may be used again afterwards: a new
+    /// conversation under it starts an empty history (the event writer is told to forget
+    /// the old one's last seq).
     pub async fn delete_context(&self, context_id: &str) -> Result<bool, StoreError> {
         if let Some(pg) = self.pg() {
             return pg.delete_context(context_id).await;
         }
+        let existed = self.delete_sqlite_context(context_id).await?;
+        self.event_log().forget(context_id).await;
+        Ok(existed)
+    }
+
+    async fn delete_sqlite_context(&self, context_id: &str) -> Result<bool, StoreError> {
         let context_id = context_id.to_string();
         let dir = super::artifacts::files::content_dir(self.path());
         self.pool()?

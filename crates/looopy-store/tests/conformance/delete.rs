@@ -1,6 +1,6 @@
 //! Conformance: deleting a conversation takes everything stored for it — messages, tasks,
 //! artifacts (big content included: a SQLite content file, PostgreSQL blob rows) and
-//! events — and nothing of any other conversation.
+//! events — and nothing of any other conversation; the id can then be used again.
 
 use looopy_protocol::{Message, TaskState};
 use looopy_store::{Store, TaskRecord};
@@ -87,6 +87,20 @@ async fn deleting_a_context_takes_all_of_it_and_nothing_else(store: Store) {
             .is_empty()
     );
     assert!(!store.delete_context("gone").await.unwrap(), "already gone");
+
+    // The id can be used again: the log goes on from where it now ends.
+    let log = store.event_log();
+    let next = log.last_seq("gone").await.unwrap() + 1;
+    log.append(delta("gone", next)).await.unwrap();
+    log.flush().await.unwrap();
+    let seqs: Vec<u64> = log
+        .read_after("gone", 0, 100)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.seq)
+        .collect();
+    assert_eq!(seqs, [next]);
 
     // The other conversation is whole.
     assert!(store.get_context("kept").await.unwrap().is_some());
