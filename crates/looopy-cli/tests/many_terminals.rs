@@ -249,7 +249,38 @@ async fn chat_beside_a_server_talks_to_it() {
     assert!(stdout.contains(&format!("on {}", server.base)), "{stdout}");
     assert!(stdout.contains("42"), "{stdout}");
     let task = task_of(&text(&out.stderr));
-    assert_eq!(task_record(&server.base, &task).await["state"], "completed");
+    let record = task_record(&server.base, &task).await;
+    assert_eq!(record["state"], "completed");
+
+    // Continuing it shows the conversation so far; an unknown one is refused.
+    let context = record["contextId"].as_str().unwrap();
+    let again = chat_through(&db, &["--context", context], b"/quit\n");
+    let stdout = text(&again.stdout);
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
+    assert!(stdout.contains("you › What is 6*7?"), "{stdout}");
+    assert!(stdout.contains("42"), "{stdout}");
+    let unknown = chat_through(&db, &["--context", "ctx-nobody"], b"/quit\n");
+    assert_eq!(unknown.status.code(), Some(2), "{}", text(&unknown.stderr));
+    assert!(text(&unknown.stderr).contains("no conversation ctx-nobody"));
+}
+
+/// `looopy chat ARGS --db DB` fed `input`, waited for.
+fn chat_through(db: &Path, args: &[&str], input: &[u8]) -> Output {
+    let mut chat = Command::new(env!("CARGO_BIN_EXE_looopy"))
+        .arg("chat")
+        .args(args)
+        .arg("--db")
+        .arg(db)
+        .env("HOME", db.parent().unwrap())
+        .env_remove("LOOOPY_TOKEN")
+        .env_remove("LOOOPY_DB")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    chat.stdin.take().unwrap().write_all(input).unwrap();
+    wait(chat, "chat")
 }
 
 /// A `looopy chat` on `db`, started and holding the database (its name in the lock file).

@@ -8,8 +8,8 @@ use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 use anyhow::Result;
-use looopy_protocol::ids;
-use serde_json::json;
+use looopy_protocol::{Message, Role, ids};
+use serde_json::{Value, json};
 
 use super::Server;
 use super::turn::Follow;
@@ -24,12 +24,15 @@ pub(super) async fn run(server: &Server, args: &ChatArgs) -> Result<ExitCode> {
     let mut context = match &args.context {
         Some(id) => {
             let id = id.clone().into_string();
-            if !args.new && !exists(server, &id).await? {
-                eprintln!(
-                    "looopy chat: no conversation {id} on {}; start one with --new",
-                    server.base
-                );
-                return Ok(ExitCode::from(2));
+            if !args.new {
+                if !exists(server, &id).await? {
+                    eprintln!(
+                        "looopy chat: no conversation {id} on {}; start one with --new",
+                        server.base
+                    );
+                    return Ok(ExitCode::from(2));
+                }
+                show_so_far(server, &id, std::io::stdout().is_terminal()).await?;
             }
             id
         }
@@ -97,4 +100,52 @@ async fn exists(server: &Server, id: &str) -> Result<bool> {
         }
         Err(e) => Err(e),
     }
+}
+
+/// How many of a continued conversation's latest messages are shown.
+const SHOWN: usize = 20;
+
+/// Prints the latest messages of conversation `id` (`GET /v1/contexts/{id}/messages`, page
+/// by page): the user's words, the answers, the tools called, dimmed.
+async fn show_so_far(server: &Server, id: &str, color: bool) -> Result<()> {
+    let mut messages: Vec<Message> = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut request = server
+            .request(reqwest::Method::GET, &format!("/v1/contexts/{id}/messages"))
+            .query(&[("limit", "100")]);
+        if let Some(cursor) = &cursor {
+            request = request.query(&[("cursor", cursor)]);
+        }
+        let page: Value = server.send(request).await?.json().await?;
+        let batch: Vec<Message> = serde_json::from_value(page["messages"].clone())?;
+        messages.extend(batch);
+        if messages.len() > SHOWN {
+            messages.drain(..messages.len() - SHOWN);
+        }
+        match page["nextCursor"].as_str() {
+            Some(next) => cursor = Some(next.to_string()),
+            None => break,
+        }
+    }
+    let (dim, bold, reset) = if color {
+        ("\x1b[2m", "\x1b[1m", "\x1b[0m")
+    } else {
+        ("", "", "")
+    };
+    for m in &messages {
+        match m.role {
+            Role::User => println!("{bold}you ›{reset} {}", m.content),
+            Role::Assistant => {
+                if !m.content.trim().is_empty() {
+                    println!("{}", m.content.trim_end());
+                }
+                for call in &m.tool_calls {
+                    println!("{dim}⚙ {} {}{reset}", call.name, call.arguments);
+                }
+            }
+            Role::Tool | Role::System => {}
+        }
+    }
+    Ok(())
 }
