@@ -323,3 +323,43 @@ fn a2a_send_keeps_the_texts_of_two_model_calls_apart() {
         );
     }
 }
+
+/// A database in a directory this user may not write: one line, the cause said once. As
+/// root (CI) the run drops to `nobody` with `setpriv`, since root may write anywhere.
+#[test]
+fn a_permission_error_is_said_once() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = tempfile::tempdir().unwrap();
+    let locked = home.path().join("locked");
+    std::fs::create_dir(&locked).unwrap();
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o555)).unwrap();
+    std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let db = locked.join("x.db");
+    let root = text(&Command::new("id").arg("-u").output().unwrap().stdout).trim() == "0";
+    let mut command = if root {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_looopy"));
+        c
+    } else {
+        Command::new(env!("CARGO_BIN_EXE_looopy"))
+    };
+    support::isolate(&mut command, home.path());
+    let Ok(out) = command
+        .args(["run", "hello", "--db"])
+        .arg(&db)
+        .stdout(Stdio::piped())
+        .output()
+    else {
+        eprintln!("skipped: setpriv is not installed");
+        return;
+    };
+    let stderr = text(&out.stderr);
+    let error = stderr
+        .lines()
+        .find(|l| l.starts_with("looopy: "))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(error.contains(&db.display().to_string()), "{error}");
+    assert_eq!(error.matches("Permission denied").count(), 1, "{error}");
+}
