@@ -70,6 +70,12 @@ pub async fn run(args: ChatArgs) -> Result<ExitCode> {
             Ok(opened) => opened,
             Err(code) => return Ok(code),
         };
+    // Ctrl+C is this process's from now on (tokio keeps the handler installed): one pressed
+    // before a turn's first wait for it would otherwise end chat instead of the turn.
+    #[cfg(unix)]
+    if let Err(error) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()) {
+        tracing::warn!(%error, "cannot handle Ctrl+C");
+    }
     let terminal = std::io::stdout().is_terminal();
     let mut session = Session {
         agent,

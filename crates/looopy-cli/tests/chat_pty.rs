@@ -276,6 +276,44 @@ fn markdown_and_the_thinking_indicator_only_at_a_terminal() {
     );
 }
 
+/// Ctrl+C while a turn runs cancels that turn, not chat: the prompt comes back and the next
+/// message is answered.
+#[test]
+fn ctrl_c_cancels_the_running_turn_and_chat_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("slow.yaml");
+    std::fs::write(
+        &script,
+        r#"turns:
+  - when:
+      user_contains: slow
+    responses:
+      - steps:
+          - delay_ms: 60000
+          - text: "too late"
+  - responses:
+      - "quick answer"
+"#,
+    )
+    .unwrap();
+    let script = script.to_str().unwrap();
+    let mut pty = spawn(
+        dir.path(),
+        &["chat", "--provider", "scripted", "--script", script],
+    );
+    pty.expect(PROMPT).unwrap();
+    pty.send_line("be slow").unwrap();
+    pty.expect("thinking…").unwrap();
+    pty.send("\x03").unwrap();
+    pty.expect("(canceled)").unwrap();
+    pty.expect(PROMPT).unwrap();
+    pty.send_line("hello").unwrap();
+    pty.expect("quick answer").unwrap();
+    pty.expect(PROMPT).unwrap();
+    pty.send_line("/quit").unwrap();
+    assert_eq!(exit_code(pty), 0);
+}
+
 /// Whether a `task task-…` line is followed by a blank line.
 fn regex_lite_task_then_blank(text: &str) -> bool {
     let lines: Vec<&str> = text.lines().collect();
