@@ -11,7 +11,8 @@
 //! - (b) **end-to-end throughput**: a turn of `LOOOPY_BENCH_DELTAS` one-character deltas
 //!   as fast as the loop takes them, both clients attached: log events per second each got;
 //! - (c) **framing throughput**: that turn's logged events framed in memory as native SSE
-//!   frames and as the door's frames (its mapper, JSON and the SSE frame);
+//!   frames and as the door's frames (its mapper, JSON and the SSE frame; for AG-UI also
+//!   its protobuf framing, `application/vnd.ag-ui.event+proto`);
 //!
 //! then (d) **AG-UI against the peer**: the same N-delta AG-UI turn, one client, from
 //! Looopy and from `pydantic-ai-slim`'s `AGUIAdapter` (`benches/agui_peer.py`, a
@@ -362,6 +363,7 @@ async fn measure(
     let rounds = 5;
     let mut best_native = f64::MAX;
     let mut best_door = f64::MAX;
+    let mut best_proto = f64::MAX;
     let mut frames = 0;
     for _ in 0..rounds {
         let t = Instant::now();
@@ -408,6 +410,26 @@ async fn measure(
         }
         best_door = best_door.min(t.elapsed().as_secs_f64());
         std::hint::black_box(bytes);
+        if door == Door::Agui {
+            // The same AG-UI events in the protobuf framing (`Accept: …event+proto`).
+            let t = Instant::now();
+            let mut bytes = 0usize;
+            let mut mapper = RunMapper::new(RunIds {
+                thread_id: fast_context.clone(),
+                run_id: "main".into(),
+                task_id: task.to_string(),
+            });
+            for e in &events {
+                let mapped = mapper.map(e);
+                let of = mapped.len();
+                for (at, event) in mapped.iter().enumerate() {
+                    let id = Cursor::frame_id(e.seq, at + 1, of);
+                    bytes += looopy_server::agui::proto::frame(event, &id).unwrap().len();
+                }
+            }
+            best_proto = best_proto.min(t.elapsed().as_secs_f64());
+            std::hint::black_box(bytes);
+        }
     }
     let n = events.len() as f64;
     println!(
@@ -423,6 +445,13 @@ async fn measure(
         n / best_door / 1e3,
         100.0 * best_native / best_door
     );
+    if door == Door::Agui {
+        println!(
+            "  {name} protobuf frames (mapper + encoding): {:.0}k events/s ({:.0} % of native)",
+            n / best_proto / 1e3,
+            100.0 * best_native / best_proto
+        );
+    }
 }
 
 fn report(name: &str, seen: &Seen, started: Instant) {
