@@ -13,6 +13,7 @@ mod cli;
 mod db_cmd;
 mod errors;
 mod file_config;
+mod interrupts;
 mod mcp_cmd;
 mod parse_cmd;
 mod remote;

@@ -242,10 +242,11 @@ pub async fn drive_with(
     let mut events = Box::pin(handle.events());
     let mut canceled_once = false;
     let mut final_state = None;
+    let mut interrupts = crate::interrupts::Interrupts::new();
     loop {
         let event = tokio::select! {
             e = events.next() => e,
-            _ = tokio::signal::ctrl_c() => {
+            () = interrupts.next() => {
                 if canceled_once {
                     return Ok(ExitCode::from(130));
                 }

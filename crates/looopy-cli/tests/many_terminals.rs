@@ -393,3 +393,53 @@ async fn ctrl_c_on_a_run_through_the_server_cancels_the_task_there() {
     let task = task_of(&stderr);
     assert_eq!(task_record(&server.base, &task).await["state"], "canceled");
 }
+
+/// The same Ctrl+C on a local run (no server): the press is never lost, even when it lands
+/// while an event is being printed (a `ctrl_c()` future made afresh per event missed those).
+/// Tried a few times, since where the press lands depends on timing.
+#[test]
+fn ctrl_c_on_a_local_run_cancels_it_every_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let slow = script(
+        dir.path(),
+        "slow.yaml",
+        &("- responses:\n    - steps:\n        - text: \"".to_string()
+            + &"tick ".repeat(200)
+            + "\"\n          chunk_size: 5\n          delay_ms: 20\n"),
+    );
+    for attempt in 0..4 {
+        let db = dir.path().join(format!("local-{attempt}.db"));
+        let mut run = Command::new(env!("CARGO_BIN_EXE_looopy"))
+            .args(["run", "count", "--script", &slow, "--db"])
+            .arg(&db)
+            .env("HOME", dir.path())
+            .env_remove("LOOOPY_TOKEN")
+            .env_remove("LOOOPY_DB")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = run.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 64];
+            let n = std::io::Read::read(&mut stdout, &mut buf).unwrap_or(0);
+            let _ = tx.send(n);
+            let _ = std::io::copy(&mut stdout, &mut std::io::sink());
+        });
+        assert!(rx.recv_timeout(PATIENCE).unwrap() > 0, "no output");
+        let status = Command::new("kill")
+            .args(["-INT", &run.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let out = wait(run, "run count");
+        assert_eq!(
+            out.status.code(),
+            Some(130),
+            "attempt {attempt}: {}",
+            text(&out.stderr)
+        );
+    }
+}

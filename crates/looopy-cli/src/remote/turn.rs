@@ -4,6 +4,7 @@
 //! question is answered inline when a person is at the terminal, like a local run, and
 //! the exit status is the local one (0, 1, 3 waiting, 130 canceled).
 
+use crate::interrupts::Interrupts;
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
@@ -306,34 +307,5 @@ impl Follow<'_> {
             seen.state = Some(state);
         }
         settles(event, task) || seen.state == Some(TaskState::WaitingSubtask)
-    }
-}
-
-/// Ctrl+C presses, none lost: a `ctrl_c()` future made afresh on each turn of the loop
-/// misses a press that lands while an event is being rendered, whereas a signal stream
-/// keeps it until it is polled.
-struct Interrupts {
-    #[cfg(unix)]
-    signal: Option<tokio::signal::unix::Signal>,
-}
-
-impl Interrupts {
-    fn new() -> Self {
-        Self {
-            #[cfg(unix)]
-            signal: tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok(),
-        }
-    }
-
-    async fn next(&mut self) {
-        #[cfg(unix)]
-        if let Some(signal) = &mut self.signal {
-            if signal.recv().await.is_some() {
-                return;
-            }
-            // The signal driver is gone: never a stream of instant "presses".
-            self.signal = None;
-        }
-        let _ = tokio::signal::ctrl_c().await;
     }
 }
