@@ -82,3 +82,70 @@ async fn orphaned_tasks_fail_after_a_crash_and_paused_ones_survive() {
     // Idempotent: nothing left to recover.
     assert!(agent.recover("again").await.unwrap().is_empty());
 }
+
+/// Soak anomaly O: a turn writes its end's record, then its closing events; a process
+/// killed between the two left a task `completed` in its record whose log stops mid-turn,
+/// so no stream ever saw it end. The next start writes that ending to the log, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recorded_ending_the_log_missed_is_logged_at_the_next_start() {
+    use looopy_llm::scripted::Response;
+    use looopy_protocol::EventPayload;
+    use std::time::Duration;
+
+    let db = TestDb::new();
+    let path = db.path();
+    let task_id = looopy_testkit::wait::run_then_crash(move || async move {
+        let store = looopy_store::Store::open(&path).unwrap();
+        let agent = agent_with(
+            store.clone(),
+            scripted(vec![Response::new().text_chunked(
+                "tick ".repeat(200),
+                5,
+                30,
+            )]),
+            AgentConfig::default(),
+        );
+        let handle = agent.start_turn("c-cut", "count", None).await.unwrap();
+        common::wait_for(
+            &store,
+            "c-cut",
+            handle.start_seq,
+            |e| matches!(&e.payload, EventPayload::ContentDelta(d) if d.index >= 2),
+        )
+        .await;
+        // The record of its end is written; the process dies before its closing events.
+        let mut record = store.get_task(&handle.task_id).await.unwrap().unwrap();
+        record.state = TaskState::Completed;
+        record.result = Some("tick tick".into());
+        store.put_task(&record).await.unwrap();
+        handle.task_id.clone()
+    });
+    let store = db.open();
+    let before = events(&store, "c-cut").await;
+    assert!(
+        !before.iter().any(|e| e.kind() == "task-complete"),
+        "the log stops mid-turn"
+    );
+    let agent = agent_with(store.clone(), scripted(vec![]), AgentConfig::default());
+    let failed = tokio::time::timeout(Duration::from_secs(30), agent.recover("restarted"))
+        .await
+        .expect("recovery ends")
+        .unwrap();
+    assert!(failed.is_empty(), "nothing to fail: {failed:?}");
+    let after = events(&store, "c-cut").await;
+    let endings: Vec<_> = after
+        .iter()
+        .filter(|e| e.task_id == task_id)
+        .filter_map(|e| match &e.payload {
+            EventPayload::TaskStatus(s) if s.status.is_terminal() => Some(s.status),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(endings, vec![TaskState::Completed]);
+    assert_eq!(after.last().map(|e| e.kind()), Some("task-complete"));
+    common::assert_well_formed(&after);
+    // A second start finds nothing to do.
+    let agent = agent_with(store.clone(), scripted(vec![]), AgentConfig::default());
+    agent.recover("restarted").await.unwrap();
+    assert_eq!(events(&store, "c-cut").await.len(), after.len());
+}

@@ -93,6 +93,14 @@ impl Endings {
         self.half_ended.get(task_id).copied()
     }
 
+    /// Tasks the log created and did not end (half-ended ones included).
+    pub(crate) fn open(&self) -> impl Iterator<Item = &str> {
+        self.created
+            .iter()
+            .filter(|task_id| !self.ended.contains_key(*task_id))
+            .map(String::as_str)
+    }
+
     /// Whether the log has `task_id`'s `task-created`.
     pub(crate) fn created(&self, task_id: &str) -> bool {
         self.created.contains(task_id)

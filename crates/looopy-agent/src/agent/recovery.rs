@@ -3,12 +3,13 @@
 //! [`Store::fail_tasks_in_states`](looopy_store::Store::fail_tasks_in_states)).
 
 use looopy_protocol::ErrorCode;
-use looopy_protocol::TaskState;
 use looopy_protocol::event::ErrorInfo;
+use looopy_protocol::{EventPayload, TaskState};
 use tokio_util::sync::CancellationToken;
 
 use looopy_store::{TaskQuery, TaskRecord};
 
+use super::endings::{Endings, events_of_record};
 use super::interrupted::{resumable, trace};
 use super::{Agent, TurnHandle};
 use crate::AgentError;
@@ -64,6 +65,9 @@ impl Agent {
     /// [`recover`](Self::recover), with the handles of the queued turns it started again.
     pub async fn recover_queue(&self, reason: &str) -> Result<Recovered, AgentError> {
         let store = &self.shared.store;
+        if !store.is_shared() {
+            self.log_recorded_endings().await?;
+        }
         // Queued turns are `submitted`: read them before failing the orphans.
         let (queued, stray) = submitted_tasks(store).await?;
         let orphan_states: Vec<TaskState> = TaskState::ALL
@@ -225,6 +229,49 @@ async fn submitted_tasks(
     Ok(all
         .into_iter()
         .partition(|t| super::queue::queued_message(t).is_some()))
+}
+
+impl Agent {
+    /// A lone process's start: a turn writes its end's record, then its closing events, so
+    /// a process killed between the two leaves a task whose record ended and whose log
+    /// stops short (streams never see it end). Every context whose last event neither ends
+    /// a task nor pauses one is read, and each task its log opened and its record ended
+    /// gets that ending logged now. Costs one index probe per context, and a read of the
+    /// few logs that stop mid-turn. (Among replicas, takeovers do this: `takeover.rs`.)
+    async fn log_recorded_endings(&self) -> Result<(), AgentError> {
+        let store = &self.shared.store;
+        for last in store.event_log().last_events().await? {
+            let settled = match &last.payload {
+                EventPayload::TaskComplete(_) => true,
+                EventPayload::TaskStatus(status) => status.status.is_interrupted(),
+                _ => false,
+            };
+            if settled {
+                continue;
+            }
+            let endings = Endings::read(store, &last.context_id).await?;
+            for task_id in endings.open() {
+                let Some(record) = store.get_task(task_id).await? else {
+                    continue;
+                };
+                if !record.state.is_terminal() {
+                    continue; // an orphan: failed below
+                }
+                let Ok(claim) = self.runs.claim(
+                    &record.context_id,
+                    &record.task_id,
+                    CancellationToken::new(),
+                ) else {
+                    continue;
+                };
+                tracing::warn!(task_id = %record.task_id, context_id = %record.context_id, state = %record.state, "a task's recorded ending written to its log after a restart");
+                self.log_events(&record, events_of_record(&record, &endings))
+                    .await?;
+                drop(claim);
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -99,6 +99,13 @@ impl Reader {
         }
     }
 
+    pub(crate) async fn last_events(&self) -> Result<Vec<Event>, StoreError> {
+        match self {
+            Reader::Sqlite(pool) => read::last_events(pool).await,
+            Reader::Postgres(pg) => crate::postgres::events::last_events(pg).await,
+        }
+    }
+
     pub(crate) async fn last_seq(&self, context_id: &str) -> Result<u64, StoreError> {
         match self {
             Reader::Sqlite(pool) => read::last_seq(pool, context_id).await,
@@ -478,6 +485,12 @@ impl EventLog {
             .reader
             .read_after(context_id, after_seq, limit)
             .await
+    }
+
+    /// The last committed event of every context that has one: O(contexts), for a
+    /// process's start (finding turns whose log stops short of their end).
+    pub async fn last_events(&self) -> Result<Vec<Event>, StoreError> {
+        self.shared.reader.last_events().await
     }
 
     /// The highest committed `seq` of a context; 0 if it has no events.

@@ -36,6 +36,24 @@ pub(super) async fn last_seq(
     .await
 }
 
+/// The last event of every context that has one.
+pub(super) async fn last_events(pool: &std::sync::Arc<Pool>) -> Result<Vec<Event>, StoreError> {
+    pool.run(|conn| {
+        let mut stmt = conn.prepare_cached(super::rows::LAST_EVENTS)?;
+        let mut rows = stmt.query([])?;
+        let mut events = Vec::new();
+        while let Some(row) = rows.next()? {
+            let context_id: String = row.get(0)?;
+            let seq: i64 = row.get(1)?;
+            let data: String = row.get(2)?;
+            let key = format!("{context_id}/{seq}");
+            events.push(decode_event(&data, &context_id, seq, &key)?);
+        }
+        Ok(events)
+    })
+    .await
+}
+
 fn read_page(
     conn: &Connection,
     context_id: &str,

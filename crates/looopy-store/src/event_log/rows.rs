@@ -22,6 +22,11 @@ const SMALL_CHUNK: usize = 8;
 pub(super) const LAST_SEQ: &str = "SELECT MAX(seq) FROM event_log \
      WHERE context_key = (SELECT context_key FROM event_contexts WHERE context_id = ?1)";
 
+/// Every context's last event (context id, seq, data): one index probe per context.
+pub(super) const LAST_EVENTS: &str = "SELECT c.context_id, l.seq, l.data \
+     FROM event_contexts AS c JOIN event_log AS l ON l.context_key = c.context_key \
+     AND l.seq = (SELECT MAX(seq) FROM event_log WHERE context_key = c.context_key)";
+
 /// A page of a context's events after a `seq`, in order (`?1` id, `?2` after, `?3` limit).
 pub(super) const READ_PAGE: &str = "SELECT seq, data FROM event_log \
      WHERE context_key = (SELECT context_key FROM event_contexts WHERE context_id = ?1) \

@@ -60,6 +60,29 @@ pub(crate) async fn read_after(
     Ok(events)
 }
 
+/// The last event of every context that has one.
+pub(crate) async fn last_events(pg: &PgBackend) -> Result<Vec<Event>, StoreError> {
+    let client = pg.client().await?;
+    let statement = client
+        .prepare_cached(
+            "SELECT h.context_id, l.seq, l.data FROM event_heads h \
+             JOIN event_log l ON l.context_id = h.context_id AND l.seq = h.last_seq",
+        )
+        .await?;
+    let rows = client.query(&statement, &[]).await?;
+    let mut events = Vec::with_capacity(rows.len());
+    for row in rows {
+        let context_id: &str = row.try_get(0)?;
+        let seq: i64 = row.try_get(1)?;
+        let data: &str = row.try_get(2)?;
+        let key = format!("{context_id}/{seq}");
+        events.push(crate::event_log::read::decode_event(
+            data, context_id, seq, &key,
+        )?);
+    }
+    Ok(events)
+}
+
 /// The highest committed `seq` of `context_id`, 0 if none.
 pub(crate) async fn last_seq(pg: &PgBackend, context_id: &str) -> Result<u64, StoreError> {
     let client = pg.client().await?;

@@ -27,6 +27,7 @@ crate::conformance!(
     a_non_increasing_seq_is_reported_by_flush_and_the_rest_is_written,
     flush_context_reports_only_its_own_rejections,
     last_seq_and_read_after_page_through_a_context,
+    last_events_names_each_contexts_last_event,
     broadcast_batches_are_already_durable,
     tail_replays_then_follows_without_gap_or_duplicate,
     concurrent_producers_of_many_contexts_lose_nothing,
@@ -111,6 +112,25 @@ async fn flush_context_reports_only_its_own_rejections(store: Store) {
         log.flush_context("b").await,
         Err(StoreError::Rejected { count: 2, .. })
     ));
+}
+
+async fn last_events_names_each_contexts_last_event(store: Store) {
+    let log = store.event_log();
+    assert!(log.last_events().await.unwrap().is_empty());
+    for seq in 1..=10 {
+        log.append(delta("x", seq)).await.unwrap();
+        log.append(delta("y", seq * 2)).await.unwrap();
+    }
+    log.flush().await.unwrap();
+    let mut last: Vec<(String, u64)> = log
+        .last_events()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.context_id, e.seq))
+        .collect();
+    last.sort();
+    assert_eq!(last, [("x".to_string(), 10), ("y".to_string(), 20)]);
 }
 
 async fn last_seq_and_read_after_page_through_a_context(store: Store) {
