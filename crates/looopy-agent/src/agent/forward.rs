@@ -326,6 +326,15 @@ impl Agent {
                     limit,
                 },
                 ("forbidden", _) => AgentError::Forbidden(context_id.to_string()),
+                // The owner does not know whether the message ran (its refusal could not
+                // be recorded): never a refusal here either, which a caller would retry.
+                ("outcome_unknown", _) => AgentError::OutcomeUnknown {
+                    task_id: task_id.clone(),
+                    reason: refusal.message,
+                },
+                // The owner recorded its refusal: final.
+                ("storage_unavailable", _) => AgentError::StorageUnavailable(refusal.message),
+                ("withdrawn", _) => AgentError::Withdrawn(task_id.clone()),
                 _ => {
                     tracing::info!(%replica, code = %refusal.code, message = %refusal.message, "forwarded message refused");
                     busy()
