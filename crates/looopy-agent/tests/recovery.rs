@@ -149,3 +149,44 @@ async fn a_recorded_ending_the_log_missed_is_logged_at_the_next_start() {
     agent.recover("restarted").await.unwrap();
     assert_eq!(events(&store, "c-cut").await.len(), after.len());
 }
+
+/// A queued turn stored `submitted` whose `task-created` never reached the log (its disk
+/// was full, then the process was killed: its refusal could not be recorded, so its caller
+/// was told the outcome is unknown). When the next start runs it, its log shows it created
+/// first — never a task whose first event is `working`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_turn_the_log_never_saw_created_is_logged_created_before_it_runs() {
+    use looopy_llm::scripted::Response;
+    use looopy_protocol::Message;
+    use std::time::Duration;
+
+    let db = TestDb::new();
+    {
+        let store = db.open();
+        store.ensure_context("c-queued", None).await.unwrap();
+        let mut record = task("queued-lost", "c-queued", TaskState::Submitted, 5);
+        record.pending = Some(json!({"queued": {"message": Message::user("hello")}}));
+        store.put_task(&record).await.unwrap();
+        drop(store);
+    }
+    let store = db.open();
+    let agent = agent_with(
+        store.clone(),
+        scripted(vec![Response::new().text("hi")]),
+        AgentConfig::default(),
+    );
+    let recovered = agent.recover_queue("restarted").await.unwrap();
+    assert_eq!(recovered.restarted.len(), 1);
+    for handle in recovered.restarted {
+        let state = tokio::time::timeout(Duration::from_secs(30), handle.wait())
+            .await
+            .expect("the queued turn ends")
+            .unwrap();
+        assert_eq!(state, TaskState::Completed);
+    }
+    let log = events(&store, "c-queued").await;
+    assert_eq!(log.first().map(|e| e.kind()), Some("task-created"));
+    assert_eq!(log.iter().filter(|e| e.kind() == "task-created").count(), 1);
+    assert_eq!(log.last().map(|e| e.kind()), Some("task-complete"));
+    common::assert_well_formed(&log);
+}

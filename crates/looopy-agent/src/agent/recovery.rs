@@ -157,6 +157,7 @@ impl Agent {
                     .await?,
             );
         }
+        self.log_queued_creations(&queued).await?;
         let restarted = self.restart_queued(queued).await?;
         Ok(Recovered {
             failed: ids,
@@ -238,6 +239,37 @@ impl Agent {
     /// a task nor pauses one is read, and each task its log opened and its record ended
     /// gets that ending logged now. Costs one index probe per context, and a read of the
     /// few logs that stop mid-turn. (Among replicas, takeovers do this: `takeover.rs`.)
+    /// A queued turn whose `task-created` never reached the log (the process died, or its
+    /// disk was full, between storing the task and logging it — its caller was then told
+    /// the outcome is unknown) is logged as created before it starts, as a takeover does:
+    /// no stream may see a task run that it never saw created.
+    async fn log_queued_creations(&self, queued: &[TaskRecord]) -> Result<(), AgentError> {
+        let store = &self.shared.store;
+        let mut read: std::collections::HashMap<String, Endings> = std::collections::HashMap::new();
+        for record in queued {
+            let endings = match read.entry(record.context_id.clone()) {
+                std::collections::hash_map::Entry::Occupied(known) => known.into_mut(),
+                std::collections::hash_map::Entry::Vacant(new) => {
+                    new.insert(Endings::read(store, &record.context_id).await?)
+                }
+            };
+            if endings.created(&record.task_id) {
+                continue;
+            }
+            let Ok(claim) = self.runs.claim(
+                &record.context_id,
+                &record.task_id,
+                CancellationToken::new(),
+            ) else {
+                continue;
+            };
+            tracing::warn!(task_id = %record.task_id, context_id = %record.context_id, "a queued turn's task-created written to its log after a restart");
+            self.log_created_late(record).await?;
+            drop(claim);
+        }
+        Ok(())
+    }
+
     async fn log_recorded_endings(&self) -> Result<(), AgentError> {
         let store = &self.shared.store;
         for last in store.event_log().last_events().await? {
