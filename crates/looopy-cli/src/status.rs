@@ -3,7 +3,9 @@
 //! line, which only `-v` or `RUST_LOG` turn on.
 //!
 //! The provider layer reports each retry as a tracing event with the target
-//! [`looopy_llm::RETRY_TARGET`]; this layer turns those events, and only those, into lines.
+//! [`looopy_llm::RETRY_TARGET`]; this layer turns those events into lines — and the MCP
+//! client's warnings too (a configured server that cannot start: its tools are missing,
+//! which the person must hear of even without `-v`).
 
 use std::fmt::Write as _;
 
@@ -21,7 +23,10 @@ impl RetryStatus {
     /// The layer, seeing nothing but the retry events (the other callsites stay disabled).
     pub fn layer<S: Subscriber>() -> Filtered<Self, FilterFn, S> {
         Self.with_filter(FilterFn::new(|meta| {
-            meta.is_event() && meta.target() == looopy_llm::RETRY_TARGET
+            meta.is_event()
+                && (meta.target() == looopy_llm::RETRY_TARGET
+                    || (meta.target().starts_with("looopy_mcp")
+                        && *meta.level() == tracing::Level::WARN))
         }))
     }
 }
@@ -33,6 +38,7 @@ struct Fields {
     retry: String,
     delay: String,
     error: String,
+    message: String,
 }
 
 impl Visit for Fields {
@@ -42,6 +48,7 @@ impl Visit for Fields {
             "retry" => &mut self.retry,
             "delay" => &mut self.delay,
             "error" => &mut self.error,
+            "message" => &mut self.message,
             _ => return,
         };
         let _ = write!(slot, "{value:?}");
@@ -58,6 +65,14 @@ impl Visit for Fields {
 
 impl Fields {
     fn line(&self) -> String {
+        if self.retry.is_empty() {
+            // Not a retry: the event's error (it says what failed), else its message.
+            let text = match self.error.is_empty() {
+                true => &self.message,
+                false => &self.error,
+            };
+            return format!("[looopy] {}", text.trim_matches('"'));
+        }
         let provider = if self.provider.is_empty() {
             "provider"
         } else {
@@ -91,10 +106,24 @@ mod tests {
             retry: "1".into(),
             delay: "1.2s".into(),
             error: "HTTP 503: busy".into(),
+            message: String::new(),
         };
         assert_eq!(
             fields.line(),
             "[looopy] openai: HTTP 503: busy; retry 1 in 1.2s"
+        );
+    }
+
+    #[test]
+    fn an_mcp_warning_reads_as_its_error() {
+        let fields = Fields {
+            error: "MCP server gone is unavailable: no such file".into(),
+            message: "MCP server unavailable; its tools are absent".into(),
+            ..Fields::default()
+        };
+        assert_eq!(
+            fields.line(),
+            "[looopy] MCP server gone is unavailable: no such file"
         );
     }
 }
