@@ -195,6 +195,10 @@ async fn show_run(
     let mut events = Box::pin(handle.follower().for_task(turn.root.clone()).events());
     let mut ticks = tokio::time::interval(TICK);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    // One stream of Ctrl+C presses for the whole turn, listening before "thinking…" shows:
+    // a `ctrl_c()` future made afresh on each spinner tick missed a press that landed while
+    // the tick was drawn.
+    let mut interrupts = crate::interrupts::Interrupts::new();
     screen.start_thinking()?;
     // The reader of a pipe went away: the turn goes on, unseen.
     let mut unseen = false;
@@ -205,7 +209,7 @@ async fn show_run(
                 screen.tick()?;
                 continue;
             }
-            _ = tokio::signal::ctrl_c() => {
+            () = interrupts.next() => {
                 if let Err(error) = agent.cancel(&turn.root).await {
                     tracing::debug!(%error, "cancelling the turn");
                 }
